@@ -1,0 +1,8 @@
+"""Neural architecture search with latency-aware slimming for mobile vision transformers."""
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.space import SearchSpace, load_space
+
+__all__ = ["ArchConfig", "NasError", "SearchSpace", "load_space"]
+__version__ = "0.1.0"

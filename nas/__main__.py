@@ -1,0 +1,5 @@
+import sys
+
+from nas.cli import main
+
+sys.exit(main())

@@ -1,0 +1,48 @@
+"""Entry point of the ``nas`` console script."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from nas.cli import profile, space
+from nas.cli.common import OneLineErrorParser
+from nas.errors import NasError
+
+SUBCOMMANDS = (profile, space)
+
+
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(
+        prog="nas",
+        description="Latency-aware architecture search for mobile vision transformers "
+                    "(EfficientFormerV2 supernets, greedy slimming to an MES or latency target).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser)
+    for module in SUBCOMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.run(args) or 0)
+    except NasError as exc:
+        sys.stderr.write(f"nas: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("nas: interrupted\n")
+        return 130
+    except BrokenPipeError:  # output piped into e.g. `head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

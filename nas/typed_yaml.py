@@ -1,0 +1,161 @@
+"""YAML into typed, frozen dataclasses that reject unknown keys.
+
+Every config in the project (spaces, architectures, recipes, run configs) goes through
+:func:`read_yaml` and :func:`from_mapping`, so a malformed file, an unknown key or a value of the
+wrong type always gives one :class:`~nas.errors.NasError` line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from nas.errors import NasError
+
+
+def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parse a YAML file; any problem becomes a one-line :class:`NasError` naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NasError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise NasError(f"{path}: is a directory, expected a YAML {what}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NasError(f"{path}: cannot read {what}: {exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise NasError(f"{path}: malformed YAML{where}: {problem}") from None
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
+
+    A reader never sees a half-written file, and a crash leaves the old file (or none).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML text with keys in insertion order and short lists on one line."""
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _represent_list(dumper: yaml.SafeDumper, value: list) -> yaml.Node:
+        flow = all(not isinstance(v, (list, tuple, dict)) for v in value)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+    _Dumper.add_representer(list, _represent_list)
+    _Dumper.add_representer(tuple, _represent_list)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is None:
+        return getattr(tp, "__name__", str(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    args = typing.get_args(tp)
+    if origin is tuple:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type_name(args[1])}"
+    return str(tp)
+
+
+def convert(value: Any, tp: Any, where: str) -> Any:
+    """Convert a parsed YAML value to type ``tp``; ``where`` names the field in errors."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return convert(value, arg, where)
+            except NasError as exc:
+                errors.append(str(exc))
+        raise NasError(errors[0] if len(errors) == 1 else f"{where}: expected {_type_name(tp)}, got {value!r}")
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise NasError(f"{where}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(convert(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise NasError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(convert(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(args, value)))
+    if origin is dict:
+        key_tp, val_tp = typing.get_args(tp)
+        if not isinstance(value, Mapping):
+            raise NasError(f"{where}: expected a mapping, got {value!r}")
+        return {convert(k, key_tp, where): convert(v, val_tp, f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return from_mapping(tp, value, where)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise NasError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise NasError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise NasError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise NasError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported config type {tp!r} at {where}")
+
+
+def from_mapping(cls: type, data: Any, where: str) -> Any:
+    """Build the frozen dataclass ``cls`` from a mapping, rejecting unknown and missing keys."""
+    if not isinstance(data, Mapping):
+        raise NasError(f"{where}: expected a mapping with keys {', '.join(f.name for f in dataclasses.fields(cls))}; "
+                       f"got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise NasError(f"{where}: unknown key {unknown[0]!r}; allowed keys: {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, field in fields.items():
+        sub = f"{where}.{name}" if where else name
+        if name in data:
+            kwargs[name] = convert(data[name], hints[name], sub)
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise NasError(f"{where}: missing key {name!r}")
+    return cls(**kwargs)

@@ -1,0 +1,129 @@
+"""Elastic ops shared by every supernet family (Once-for-All style weight sharing).
+
+Each elastic op subclasses the static op it generalises, keeps its parameter names and holds the
+one full weight tensor; a forward uses the leading slice that the sub-network needs (the first
+``k`` output channels, the first ``c`` input channels). The input width is read from the input
+tensor and the output width is passed in explicitly: nothing is stored on the module between
+calls, so a supernet can run different sub-networks concurrently.
+
+Elastic modules are made from freshly built static ones with :meth:`Elastic.from_static`, so their
+initialisation, hyper-parameters and parameter names are exactly those of the static op.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.layers import BatchNormAct2d, LayerScale2d
+
+
+def leading(t: torch.Tensor | None, *sizes: int) -> torch.Tensor | None:
+    """``t[:sizes[0], :sizes[1], ...]``, without a slice (and its backward copy) when nothing is cut."""
+    if t is None:
+        return None
+    if all(s == n for s, n in zip(sizes, t.shape)):
+        return t
+    return t[tuple(slice(0, s) for s in sizes)]
+
+
+class Elastic:
+    """Mixin: build an elastic module from a static one, sharing its parameters and buffers.
+
+    ``elastic_children`` maps child names to the elastic class that child becomes.
+    """
+
+    elastic_children: ClassVar[dict[str, type]] = {}
+
+    @classmethod
+    def from_static(cls, module: nn.Module) -> nn.Module:
+        static_cls = next(b for b in cls.__mro__[1:] if issubclass(b, nn.Module) and not issubclass(b, Elastic))
+        if not isinstance(module, static_cls):
+            raise TypeError(f"{cls.__name__}.from_static expects a {static_cls.__name__}, got {type(module).__name__}")
+        elastic = cls.__new__(cls)
+        elastic.__dict__.update(module.__dict__)
+        elastic._modules = dict(module._modules)
+        for name, elastic_child_cls in cls.elastic_children.items():
+            child = elastic._modules.get(name)
+            if child is not None and not isinstance(child, nn.Identity):
+                elastic._modules[name] = elastic_child_cls.from_static(child)
+        return elastic
+
+
+class ElasticConv2d(Elastic, nn.Conv2d):
+    """Conv2d over the first input channels of ``x``; ``out_channels`` selects the first filters.
+
+    A depthwise conv (groups equal to the channel count) follows its input width.
+    """
+
+    def forward(self, x: torch.Tensor, out_channels: int | None = None) -> torch.Tensor:
+        in_ch = x.shape[1]
+        if self.groups == 1:
+            out = self.out_channels if out_channels is None else out_channels
+            weight = leading(self.weight, out, in_ch)
+            groups = 1
+        elif self.groups == self.in_channels == self.out_channels:
+            out, groups = in_ch, in_ch
+            weight = leading(self.weight, in_ch)
+        else:
+            raise ValueError("elastic grouped convs must be dense or depthwise")
+        return F.conv2d(x, weight, leading(self.bias, out), self.stride, self.padding, self.dilation, groups)
+
+
+def _batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: torch.Tensor) -> torch.Tensor:
+    """BatchNorm over the first ``x.shape[1]`` channels; running statistics of those channels are
+    updated in place (the slices are views), as in ``nn.BatchNorm2d.forward``."""
+    c = x.shape[1]
+    momentum = 0.0 if bn.momentum is None else bn.momentum
+    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(1)
+        momentum = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
+    use_batch_stats = bn.training or (bn.running_mean is None and bn.running_var is None)
+    track = not bn.training or bn.track_running_stats
+    return F.batch_norm(
+        x,
+        leading(bn.running_mean, c) if track else None,
+        leading(bn.running_var, c) if track else None,
+        leading(bn.weight, c),
+        leading(bn.bias, c),
+        use_batch_stats,
+        momentum,
+        bn.eps,
+    )
+
+
+class ElasticBatchNorm2d(Elastic, nn.BatchNorm2d):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _batch_norm(self, x)
+
+
+class ElasticBatchNormAct2d(Elastic, BatchNormAct2d):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.drop(_batch_norm(self, x)))
+
+
+class ElasticLinear(Elastic, nn.Linear):
+    """Linear layer over the first input features (a classifier head on an elastic width)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, leading(self.weight, self.out_features, x.shape[-1]), self.bias)
+
+
+class ElasticLayerScale2d(Elastic, LayerScale2d):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gamma = leading(self.gamma, x.shape[1]).view(1, -1, 1, 1)
+        return x.mul_(gamma) if self.inplace else x * gamma
+
+
+def copy_sliced_state(static: nn.Module, supernet_state: dict[str, torch.Tensor], key_map) -> None:
+    """Fill ``static`` from a supernet state dict: every static tensor is the leading slice of the
+    supernet tensor named ``key_map(static_key)``; loaded with ``strict=True``."""
+    state = {}
+    for key, target in static.state_dict().items():
+        source = supernet_state[key_map(key)]
+        if source.dim() != target.dim() or any(s < t for s, t in zip(source.shape, target.shape)):
+            raise ValueError(f"cannot slice {key_map(key)} {tuple(source.shape)} to {key} {tuple(target.shape)}")
+        state[key] = leading(source, *target.shape).detach().clone()
+    static.load_state_dict(state, strict=True)
