@@ -1,9 +1,10 @@
 """Forward+backward time of a sub-network run through the supernet, against the same sub-network
 extracted as a static model, measured in the same run (this machine is shared and noisy).
 
-    python benchmarks/supernet_overhead.py [--space efficientformerv2] [--batch-size 64] [--img-size 64]
+    python benchmarks/supernet_overhead.py [--spaces efficientformerv2 ...] [--batch-size 64] [--img-size 64]
 
-Prints one line per member: median ms per step for both, and the ratio supernet / static
+For each space (default: the three families' main spaces) it times the smallest and the largest
+named member. Prints one line per member: median ms per step for both, and the ratio supernet / static
 (target: <= 1.10). Steps of the two models are interleaved so that drifts in machine load hit
 both alike.
 """
@@ -17,6 +18,7 @@ import time
 import torch
 
 from nas import load_space
+from nas.metrics import count_params
 from supernets import build_supernet, extract
 
 
@@ -31,11 +33,11 @@ def step(model, x, arch=None) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--space", default="efficientformerv2")
+    parser.add_argument("--spaces", nargs="*", default=["efficientformerv2", "efficientformer", "swiftformer"])
     parser.add_argument("--members", nargs="*", help="named members (default: smallest and largest named)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--img-size", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--seed", type=int, default=0)
@@ -43,28 +45,28 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    space = load_space(args.space)
-    from nas.metrics import count_params
-
-    names = args.members or sorted(space.members, key=lambda n: count_params(space.named(n)))
-    if not args.members:
-        names = [names[0], names[-1]]
-    net = build_supernet(space, img_size=args.img_size, num_classes=1000).train()
+    print(f"# supernet overhead: batch {args.batch_size}, {args.img_size}x{args.img_size}, train mode, "
+          f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}")
     x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
-    print(f"# supernet overhead: space {space.name}, batch {args.batch_size}, {args.img_size}x{args.img_size}, "
-          f"train mode, forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}")
-    for name in names:
-        arch = space.named(name)
-        static = extract(net, arch).train()
-        for _ in range(args.warmup):
-            step(net, x, arch)
-            step(static, x)
-        super_times, static_times = [], []
-        for _ in range(args.repeats):
-            super_times.append(step(net, x, arch))
-            static_times.append(step(static, x))
-        s, t = statistics.median(super_times), statistics.median(static_times)
-        print(f"{name:<28} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   ratio {s / t:.3f}")
+    for space_name in args.spaces:
+        space = load_space(space_name)
+        names = args.members or sorted(space.members, key=lambda n: count_params(space.named(n)))
+        if not args.members:
+            names = [names[0], names[-1]]
+        net = build_supernet(space, img_size=args.img_size, num_classes=1000).train()
+        for name in names:
+            arch = space.named(name)
+            static = extract(net, arch).train()
+            for _ in range(args.warmup):
+                step(net, x, arch)
+                step(static, x)
+            super_times, static_times = [], []
+            for _ in range(args.repeats):
+                super_times.append(step(net, x, arch))
+                static_times.append(step(static, x))
+            s, t = statistics.median(super_times), statistics.median(static_times)
+            print(f"{space.name:<18} {name:<22} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   "
+                  f"ratio {s / t:.3f}", flush=True)
 
 
 if __name__ == "__main__":

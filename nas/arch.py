@@ -19,7 +19,10 @@ from nas.errors import NasError
 from nas.typed_yaml import dump_yaml, from_mapping, read_yaml, write_text_atomic
 
 #: Families the engine knows; each has a module in ``supernets/``.
-FAMILIES = ("efficientformerv2",)
+FAMILIES = ("efficientformer", "efficientformerv2", "swiftformer")
+
+#: EfficientFormer's per-position choices (§4.2, eq. 7): 4D pooling block, 3D attention block, identity.
+BLOCK_TYPES = ("mb4d", "mb3d", "skip")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,9 @@ class ArchConfig:
         attention: per stage, how many of the stage's last blocks carry attention
             (EfficientFormerV2's MHSA blocks).
         hidden_widths: per stage, the FFN hidden width of every block, in block order.
+        block_types: EfficientFormer only: per stage, the choice at every supernet position
+            (``mb4d``, ``mb3d`` or ``skip``); ``depths`` and ``attention`` count its kept and
+            ``mb3d`` entries.
     """
 
     family: str
@@ -40,6 +46,7 @@ class ArchConfig:
     widths: tuple[int, ...]
     attention: tuple[int, ...] = ()
     hidden_widths: tuple[tuple[int, ...], ...] = ()
+    block_types: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -49,6 +56,7 @@ class ArchConfig:
         object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
         object.__setattr__(self, "attention", tuple(int(a) for a in self.attention))
         object.__setattr__(self, "hidden_widths", tuple(tuple(int(h) for h in s) for s in self.hidden_widths))
+        object.__setattr__(self, "block_types", tuple(tuple(str(b) for b in s) for s in self.block_types))
         n = len(self.depths)
         if len(self.widths) != n:
             raise NasError(f"widths: {len(self.widths)} entries for {n} stages (depths has {n})")
@@ -62,6 +70,21 @@ class ArchConfig:
                     raise NasError(
                         f"hidden_widths[{s}] (stage {s + 1}): {len(hidden)} entries for depth {depth}; "
                         "give one hidden width per block")
+        if self.block_types:
+            if len(self.block_types) != n:
+                raise NasError(f"block_types: {len(self.block_types)} stages, expected {n}")
+            for s, types in enumerate(self.block_types):
+                bad = [b for b in types if b not in BLOCK_TYPES]
+                if bad:
+                    raise NasError(f"block_types[{s}] (stage {s + 1}): unknown block type {bad[0]!r}; "
+                                   f"allowed: {', '.join(BLOCK_TYPES)}")
+                kept = sum(b != "skip" for b in types)
+                if kept != self.depths[s]:
+                    raise NasError(f"block_types[{s}] (stage {s + 1}) keeps {kept} blocks but depths[{s}] is "
+                                   f"{self.depths[s]}")
+                if self.attention and types.count("mb3d") != self.attention[s]:
+                    raise NasError(f"block_types[{s}] (stage {s + 1}) has {types.count('mb3d')} mb3d blocks but "
+                                   f"attention[{s}] is {self.attention[s]}")
 
     # --- serialisation -------------------------------------------------------------------------
 
@@ -72,6 +95,8 @@ class ArchConfig:
             out["attention"] = list(self.attention)
         if self.hidden_widths:
             out["hidden_widths"] = [list(h) for h in self.hidden_widths]
+        if self.block_types:
+            out["block_types"] = [list(b) for b in self.block_types]
         return out
 
     @classmethod

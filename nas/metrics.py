@@ -48,9 +48,12 @@ def _family(family: str):
 @lru_cache(maxsize=65536)
 def block_cost(family: str, sig: BlockSignature) -> BlockCost:
     """Parameters and MACs of one block (cached per signature)."""
-    module = _family(family).build_block(sig, device="meta").eval()
+    family_module = _family(family)
+    module = family_module.build_block(sig, device="meta").eval()
     params = sum(p.numel() for p in module.parameters())
-    x = torch.empty(1, sig.c_in, *sig.resolution, device="meta")
+    shape_of = getattr(family_module, "input_shape", None)
+    shape = shape_of(sig) if shape_of is not None else (1, sig.c_in, *sig.resolution)
+    x = torch.empty(*shape, device="meta")
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         module(x)
     return BlockCost(params=params, macs=counter.get_total_flops() // 2)

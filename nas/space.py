@@ -21,9 +21,28 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
-from nas.arch import FAMILIES, ArchConfig
+from nas.arch import BLOCK_TYPES, FAMILIES, ArchConfig
 from nas.errors import NasError
 from nas.typed_yaml import from_mapping, read_yaml
+
+@dataclass(frozen=True)
+class FamilyRules:
+    """What a family's spaces may contain."""
+
+    attention_stages: tuple[int, ...]  # 0-based stages that may hold attention blocks
+    fixed_attention: int | None = None  # every stage has exactly this many (SwiftFormer: its one encoder)
+    block_choice: bool = False  # per-position block choice with identity (EfficientFormer)
+
+
+FAMILY_RULES = {
+    # MB3D only in stages 3 and 4 (EfficientFormer §4.2, eq. 7).
+    "efficientformer": FamilyRules(attention_stages=(2, 3), block_choice=True),
+    # MHSA blocks only in stages 3 and 4 (EfficientFormerV2 §4.1).
+    "efficientformerv2": FamilyRules(attention_stages=(2, 3)),
+    # One SwiftFormer encoder closes every stage (SwiftFormer §3.3).
+    "swiftformer": FamilyRules(attention_stages=(0, 1, 2, 3), fixed_attention=1),
+}
+
 
 def config_root() -> Path:
     """The ``search_configs`` folder: ``$NAS_CONFIG_DIR`` or the one beside the ``nas`` package."""
@@ -36,6 +55,11 @@ def block_slots(depth: int, attention: int, max_depth: int) -> tuple[int, ...]:
     with attention: FFN-only blocks take the first slots, attention blocks the last ones."""
     ffn = depth - attention
     return tuple(range(ffn)) + tuple(range(max_depth - attention, max_depth))
+
+
+def slots_of_types(types: tuple[str, ...]) -> tuple[int, ...]:
+    """Positions of the kept blocks in an EfficientFormer stage's choice list."""
+    return tuple(i for i, b in enumerate(types) if b != "skip")
 
 
 def _fmt(values) -> str:
@@ -151,8 +175,13 @@ class SearchSpace:
                 raise NasError(f"{at}.expansion_ratios: give distinct positive integers in increasing order")
             if st.max_attention > st.max_depth:
                 raise NasError(f"{at}.attention: {st.max_attention} attention blocks exceed the largest depth {st.max_depth}")
-            if s < 2 and st.attention != (0,):
-                raise NasError(f"{at}.attention: {self.family} has attention only in stages 3 and 4; use [0]")
+            rules = FAMILY_RULES[self.family]
+            if s not in rules.attention_stages and st.attention != (0,):
+                raise NasError(f"{at}.attention: {self.family} has attention only in stages "
+                               f"{_fmt(i + 1 for i in rules.attention_stages)}; use [0]")
+            if rules.fixed_attention is not None and st.attention != (rules.fixed_attention,):
+                raise NasError(f"{at}.attention: every {self.family} stage ends in exactly "
+                               f"{rules.fixed_attention} attention block; use [{rules.fixed_attention}]")
             if min(st.widths) < 2 and s == 0:
                 raise NasError(f"{at}.widths: the stem halves the first width; use at least 2")
             if st.max_expansion_ratios is not None:
@@ -186,13 +215,38 @@ class SearchSpace:
             if att not in st.attention_choices(depth):
                 raise NasError(f"{at}: attention[{s}] = {att} is not allowed at depth {depth}; "
                                f"allowed: {_fmt(st.attention_choices(depth))}")
-            slots = block_slots(depth, att, st.max_depth)
+            slots = self._check_placement(arch, s, at)
             for b, hidden in enumerate(arch.hidden_widths[s]):
                 allowed = [r * width for r in st.ratios_at(slots[b])]
                 if hidden not in allowed:
                     raise NasError(f"{at}: hidden_widths[{s}][{b}] = {hidden} is not allowed for width {width}; "
                                    f"allowed: {_fmt(allowed)} (expansion ratios {_fmt(st.ratios_at(slots[b]))})")
         return arch
+
+    def _check_placement(self, arch: ArchConfig, s: int, at: str) -> tuple[int, ...]:
+        """Validate where the blocks of stage ``s`` sit; returns their supernet slots."""
+        st = self.stages[s]
+        if not FAMILY_RULES[self.family].block_choice:
+            if arch.block_types:
+                raise NasError(f"{at}: block_types is only used by EfficientFormer spaces; remove it")
+            return block_slots(arch.depths[s], arch.attention[s], st.max_depth)
+        if len(arch.block_types) != len(self.stages):
+            raise NasError(f"{at}: block_types: give the choice at every position of every stage "
+                           f"({', '.join(BLOCK_TYPES)})")
+        types = arch.block_types[s]
+        if len(types) != st.max_depth:
+            raise NasError(f"{at}: block_types[{s}] has {len(types)} positions; the stage has {st.max_depth}")
+        kept = [b for b in types if b != "skip"]
+        if "mb3d" in kept and "mb4d" in kept[kept.index("mb3d"):]:
+            raise NasError(f"{at}: block_types[{s}]: mb4d after mb3d; the 3D blocks of a stage come last "
+                           "(one reshape to tokens, EfficientFormer §4.1)")
+        return slots_of_types(types)
+
+    def slots(self, arch: ArchConfig, s: int) -> tuple[int, ...]:
+        """Supernet slot of each block of stage ``s``."""
+        if arch.block_types:
+            return slots_of_types(arch.block_types[s])
+        return block_slots(arch.depths[s], arch.attention[s], self.stages[s].max_depth)
 
     def contains(self, arch: ArchConfig) -> bool:
         try:
@@ -219,12 +273,21 @@ class SearchSpace:
 
     # --- special points ------------------------------------------------------------------------
 
-    def _arch(self, depths, widths, attention, ratio_of) -> ArchConfig:
-        hidden = []
+    def _arch(self, depths, widths, attention, ratio_of, kept=None) -> ArchConfig:
+        """Build an arch; ``kept[s]`` (EfficientFormer) are the positions of the kept blocks."""
+        hidden, types = [], []
         for s, st in enumerate(self.stages):
-            slots = block_slots(depths[s], attention[s], st.max_depth)
+            if FAMILY_RULES[self.family].block_choice:
+                positions = kept[s] if kept is not None else tuple(range(depths[s]))
+                stage_types = ["skip"] * st.max_depth
+                for i, pos in enumerate(positions):
+                    stage_types[pos] = "mb3d" if i >= depths[s] - attention[s] else "mb4d"
+                types.append(tuple(stage_types))
+                slots = tuple(positions)
+            else:
+                slots = block_slots(depths[s], attention[s], st.max_depth)
             hidden.append(tuple(ratio_of(st, slot) * widths[s] for slot in slots))
-        return ArchConfig(self.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden))
+        return ArchConfig(self.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden), tuple(types))
 
     def largest(self) -> ArchConfig:
         return self._arch([st.max_depth for st in self.stages], [st.max_width for st in self.stages],
@@ -238,18 +301,16 @@ class SearchSpace:
 
     def sample(self, rng: random.Random) -> ArchConfig:
         """A sub-network with every choice drawn uniformly and independently: depth, width,
-        attention count (among those that fit the depth) and each block's expansion ratio."""
-        depths, widths, attention, hidden = [], [], [], []
+        attention count (among those that fit the depth), which positions are kept
+        (EfficientFormer) and each block's expansion ratio."""
+        depths, widths, attention, kept = [], [], [], []
         for st in self.stages:
             depth = rng.choice(st.depths)
-            width = rng.choice(st.widths)
-            att = rng.choice(st.attention_choices(depth))
-            slots = block_slots(depth, att, st.max_depth)
             depths.append(depth)
-            widths.append(width)
-            attention.append(att)
-            hidden.append(tuple(rng.choice(st.ratios_at(slot)) * width for slot in slots))
-        return ArchConfig(self.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden))
+            widths.append(rng.choice(st.widths))
+            attention.append(rng.choice(st.attention_choices(depth)))
+            kept.append(tuple(sorted(rng.sample(range(st.max_depth), depth))))
+        return self._arch(depths, widths, attention, lambda st, slot: rng.choice(st.ratios_at(slot)), kept)
 
     @cached_property
     def size(self) -> int:
@@ -257,9 +318,20 @@ class SearchSpace:
         total = 1
         for st in self.stages:
             per_stage = 0
-            for depth in st.depths:
-                for att in st.attention_choices(depth):
-                    per_stage += math.prod(len(st.ratios_at(slot)) for slot in block_slots(depth, att, st.max_depth))
+            if FAMILY_RULES[self.family].block_choice:
+                # Sum over kept-position subsets of size d of the product of their ratio counts:
+                # the coefficients of prod_slot (1 + n_slot x).
+                coeffs = [1]
+                for slot in range(st.max_depth):
+                    n = len(st.ratios_at(slot))
+                    coeffs = [a + n * b for a, b in zip(coeffs + [0], [0] + coeffs)]
+                for depth in st.depths:
+                    per_stage += coeffs[depth] * len(st.attention_choices(depth))
+            else:
+                for depth in st.depths:
+                    for att in st.attention_choices(depth):
+                        slots = block_slots(depth, att, st.max_depth)
+                        per_stage += math.prod(len(st.ratios_at(slot)) for slot in slots)
             total *= per_stage * len(st.widths)
         return total
 
@@ -268,30 +340,45 @@ class SearchSpace:
     def shrink_actions(self, arch: ArchConfig) -> Iterator[tuple[Action, ArchConfig]]:
         """Every one-step shrink of ``arch`` that stays in the space (the search frontier).
 
-        remove_block drops the stage's last FFN-only block (or, with none left, its first
-        attention block); remove_attention turns the first
-        attention block into an FFN-only block; narrow_stage takes the next smaller width, keeping
-        every block's expansion ratio; lower_hidden takes one block's next smaller ratio.
+        remove_block drops a block: in EfficientFormer any kept block (its position becomes the
+        identity); elsewhere the stage's last FFN-only block (or, with none left, its first
+        attention block). remove_attention turns the stage's first attention block into an
+        FFN-only (MB4D) block. narrow_stage takes the next smaller width, keeping every block's
+        expansion ratio. lower_hidden takes one block's next smaller ratio.
         """
+        block_choice = FAMILY_RULES[self.family].block_choice
         for s, st in enumerate(self.stages):
             depth, width, att = arch.depths[s], arch.widths[s], arch.attention[s]
             hidden = arch.hidden_widths[s]
+            slots = self.slots(arch, s)
             candidates: list[tuple[Action, ArchConfig]] = []
-            if depth - att > 0:  # drop the last FFN-only block
-                drop = depth - att - 1
-                candidates.append((Action("remove_block", s, drop), self._with_stage(
-                    arch, s, depth=depth - 1, hidden=hidden[:drop] + hidden[drop + 1:])))
-            elif att > 0:  # only attention blocks left: drop the first one whole
-                candidates.append((Action("remove_block", s, 0), self._with_stage(
-                    arch, s, depth=depth - 1, attention=att - 1, hidden=hidden[1:])))
-            if att > 0:
-                candidates.append((Action("remove_attention", s, depth - att), self._with_stage(arch, s, attention=att - 1)))
+            if block_choice:
+                types = arch.block_types[s]
+                for b, pos in enumerate(slots):
+                    new_types = types[:pos] + ("skip",) + types[pos + 1:]
+                    candidates.append((Action("remove_block", s, b), self._with_stage(
+                        arch, s, depth=depth - 1, attention=att - (types[pos] == "mb3d"),
+                        hidden=hidden[:b] + hidden[b + 1:], types=new_types)))
+                if att > 0:
+                    pos = types.index("mb3d")
+                    candidates.append((Action("remove_attention", s, slots.index(pos)), self._with_stage(
+                        arch, s, attention=att - 1, types=types[:pos] + ("mb4d",) + types[pos + 1:])))
+            else:
+                if depth - att > 0:  # drop the last FFN-only block
+                    drop = depth - att - 1
+                    candidates.append((Action("remove_block", s, drop), self._with_stage(
+                        arch, s, depth=depth - 1, hidden=hidden[:drop] + hidden[drop + 1:])))
+                elif att > 0:  # only attention blocks left: drop the first one whole
+                    candidates.append((Action("remove_block", s, 0), self._with_stage(
+                        arch, s, depth=depth - 1, attention=att - 1, hidden=hidden[1:])))
+                if att > 0:
+                    candidates.append((Action("remove_attention", s, depth - att),
+                                       self._with_stage(arch, s, attention=att - 1)))
             smaller = [w for w in st.widths if w < width]
             if smaller:
                 new_w = smaller[-1]
                 candidates.append((Action("narrow_stage", s), self._with_stage(
                     arch, s, width=new_w, hidden=tuple(h // width * new_w for h in hidden))))
-            slots = block_slots(depth, att, st.max_depth)
             for b, h in enumerate(hidden):
                 lower = [r for r in st.ratios_at(slots[b]) if r * width < h]
                 if lower:
@@ -301,7 +388,8 @@ class SearchSpace:
                 if self.contains(new):
                     yield action, new
 
-    def _with_stage(self, arch: ArchConfig, s: int, depth=None, width=None, attention=None, hidden=None) -> ArchConfig:
+    def _with_stage(self, arch: ArchConfig, s: int, depth=None, width=None, attention=None, hidden=None,
+                    types=None) -> ArchConfig:
         def put(values, value):
             return tuple(value if i == s else v for i, v in enumerate(values))
 
@@ -310,6 +398,8 @@ class SearchSpace:
             widths=put(arch.widths, arch.widths[s] if width is None else width),
             attention=put(arch.attention, arch.attention[s] if attention is None else attention),
             hidden_widths=put(arch.hidden_widths, arch.hidden_widths[s] if hidden is None else tuple(hidden)),
+            block_types=put(arch.block_types, arch.block_types[s] if types is None else tuple(types))
+            if arch.block_types else (),
         )
 
 

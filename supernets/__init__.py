@@ -33,7 +33,7 @@ def build_supernet(space: SearchSpace | str, img_size=224, num_classes: int = 10
     tables are built for that resolution)."""
     space = load_space(space) if not isinstance(space, SearchSpace) else space
     module = family_module(space.family)
-    return module.EfficientFormerV2Supernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+    return module.Supernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
 
 
 def extract(net: nn.Module, arch: ArchConfig) -> nn.Module:

@@ -13,8 +13,6 @@ in stages 3 and 4. Attention heads and key/value widths are fixed, as in the rel
 
 from __future__ import annotations
 
-import math
-import re
 from functools import partial
 
 import torch
@@ -37,6 +35,7 @@ from timm.models.efficientformer_v2 import (
 from nas.arch import ArchConfig
 from nas.signature import BlockSignature
 from nas.space import SearchSpace, block_slots
+from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, extract_static, slot_key_map, stage_resolutions
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -44,11 +43,9 @@ from supernets.elastic_ops import (
     ElasticConv2d,
     ElasticLayerScale2d,
     ElasticLinear,
-    copy_sliced_state,
 )
 
 FAMILY = "efficientformerv2"
-NUM_STAGES = 4
 ATTENTION_STRIDE = {2: 2}  # stage index -> stride of its attention (§3.4 stride attention)
 
 
@@ -58,17 +55,6 @@ def _act_layer():
 
 def _norm_layer():
     return partial(get_norm_layer("batchnorm2d"), eps=1e-5)
-
-
-def stage_resolutions(img_size) -> list[tuple[int, int]]:
-    """Feature-map size of each stage's blocks (timm: ceil(img / stride) per downsampling)."""
-    size = to_2tuple(img_size)
-    res = tuple(math.ceil(s / 4) for s in size)
-    out = [res]
-    for _ in range(NUM_STAGES - 1):
-        res = tuple(math.ceil(r / 2) for r in res)
-        out.append(res)
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,7 +224,8 @@ class ElasticStage(Elastic, EfficientFormerV2Stage):
 # --------------------------------------------------------------------------------------------
 
 
-class EfficientFormerV2Supernet(nn.Module):
+class EfficientFormerV2Supernet(SupernetBase):
+    family = FAMILY
     """Weight-sharing supernet of an EfficientFormerV2 space.
 
     ``net(x, arch)`` runs the sub-network ``arch`` (the largest when ``arch`` is None). Parameter
@@ -259,20 +246,8 @@ class EfficientFormerV2Supernet(nn.Module):
         device=None,
         dtype=None,
     ):
-        super().__init__()
-        if space.family != FAMILY:
-            raise ValueError(f"space {space.name!r} is a {space.family} space, not {FAMILY}")
-        if num_classes < 1:
-            raise ValueError("num_classes must be at least 1")
+        super().__init__(space, img_size, num_classes, in_chans, drop_rate, drop_path_rate, layer_scale_init_value)
         dd = {"device": device, "dtype": dtype}
-        self.space = space
-        self.img_size = to_2tuple(img_size)
-        self.num_classes = num_classes
-        self.in_chans = in_chans
-        self.drop_rate = drop_rate
-        self.drop_path_rate = drop_path_rate
-        self.layer_scale_init_value = layer_scale_init_value
-        self.distilled_training = False
         act_layer, norm_layer = _act_layer(), _norm_layer()
 
         widths = [st.max_width for st in space.stages]
@@ -303,13 +278,6 @@ class EfficientFormerV2Supernet(nn.Module):
                 trunc_normal_(head.weight, std=0.02)
                 nn.init.zeros_(head.bias)
 
-    @property
-    def largest(self) -> ArchConfig:
-        return self.space.largest()
-
-    def set_distilled_training(self, enable: bool = True) -> None:
-        self.distilled_training = enable
-
     @torch.jit.ignore
     def no_weight_decay(self) -> set[str]:
         return {k for k, _ in self.named_parameters() if "attention_biases" in k}
@@ -319,15 +287,6 @@ class EfficientFormerV2Supernet(nn.Module):
         for s, stage in enumerate(self.stages):
             x = stage(x, arch.widths[s], arch.hidden_widths[s], arch.attention[s])
         return self.norm(x)
-
-    def forward_head(self, x: torch.Tensor):
-        x = self.head_drop(x.mean(dim=(2, 3)))
-        if self.head_dist is None:
-            return self.head(x)
-        x, x_dist = self.head(x), self.head_dist(x)
-        if self.distilled_training and self.training:
-            return x, x_dist
-        return (x + x_dist) / 2  # the released code averages both heads at inference
 
     def forward(self, x: torch.Tensor, arch: ArchConfig | None = None):
         arch = self.largest if arch is None else self.space.validate(arch)
@@ -396,9 +355,6 @@ def _fix_odd_upsampling(model: nn.Module, img_size) -> None:
                 module.upsample = nn.Upsample(size=grid, mode="bilinear", align_corners=False)
 
 
-_BLOCK_KEY = re.compile(r"^stages\.(\d+)\.blocks\.(\d+)\.")
-
-
 def extract(net: EfficientFormerV2Supernet, arch: ArchConfig) -> EfficientFormerV2:
     """The static model of ``arch`` with the supernet's weights (pure: ``net`` is not changed).
 
@@ -406,24 +362,8 @@ def extract(net: EfficientFormerV2Supernet, arch: ArchConfig) -> EfficientFormer
     stage takes the weights of supernet slot ``block_slots(...)[i]``. Both heads are copied.
     """
     arch = net.space.validate(arch)
-    param = next(net.parameters())
-    static = build_static(arch, img_size=net.img_size, num_classes=net.num_classes, in_chans=net.in_chans,
-                          distillation=net.head_dist is not None, drop_rate=net.drop_rate,
-                          layer_scale_init_value=net.layer_scale_init_value, device=param.device, dtype=param.dtype)
     slots = [block_slots(d, a, st.max_depth) for d, a, st in zip(arch.depths, arch.attention, net.space.stages)]
-
-    def key_map(key: str) -> str:
-        m = _BLOCK_KEY.match(key)
-        if m is None:
-            return key
-        s, b = int(m.group(1)), int(m.group(2))
-        return f"stages.{s}.blocks.{slots[s][b]}." + key[m.end():]
-
-    with torch.no_grad():
-        copy_sliced_state(static, net.state_dict(), key_map)
-    static.train(net.training)
-    static.distilled_training = net.distilled_training
-    return static
+    return extract_static(net, arch, build_static, slot_key_map(slots))
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,20 +391,6 @@ def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in
     return sigs
 
 
-class ClassifierHead(nn.Module):
-    """Final norm, global pooling and both heads (averaged), as at the end of timm's model."""
-
-    def __init__(self, width: int, num_classes: int, device=None, dtype=None):
-        super().__init__()
-        self.norm = _norm_layer()(width, device=device, dtype=dtype)
-        self.head = nn.Linear(width, num_classes, device=device, dtype=dtype)
-        self.head_dist = nn.Linear(width, num_classes, device=device, dtype=dtype)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.norm(x).mean(dim=(2, 3))
-        return (self.head(x) + self.head_dist(x)) / 2
-
-
 def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     """A static module computing exactly block ``sig`` of a timm EfficientFormerV2."""
     dd = {"device": device, "dtype": dtype}
@@ -482,5 +408,8 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
             block.token_mixer.upsample = nn.Upsample(size=sig.resolution, mode="bilinear", align_corners=False)
         return block
     if sig.kind == "head":
-        return ClassifierHead(sig.c_in, sig.c_out, **dd)
+        return ClassifierHead(_norm_layer()(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
     raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
+
+
+Supernet = EfficientFormerV2Supernet

@@ -17,7 +17,7 @@ from typing import ClassVar
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import BatchNormAct2d, LayerScale2d
+from timm.layers import BatchNormAct2d, LayerScale, LayerScale2d
 
 
 def leading(t: torch.Tensor | None, *sizes: int) -> torch.Tensor | None:
@@ -105,10 +105,27 @@ class ElasticBatchNormAct2d(Elastic, BatchNormAct2d):
 
 
 class ElasticLinear(Elastic, nn.Linear):
-    """Linear layer over the first input features (a classifier head on an elastic width)."""
+    """Linear layer over the first input features; ``out_features`` selects the first outputs."""
+
+    def forward(self, x: torch.Tensor, out_features: int | None = None) -> torch.Tensor:
+        out = self.out_features if out_features is None else out_features
+        return F.linear(x, leading(self.weight, out, x.shape[-1]), leading(self.bias, out))
+
+
+class ElasticLayerNorm(Elastic, nn.LayerNorm):
+    """LayerNorm over the first ``x.shape[-1]`` channels (channels-last tokens)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, leading(self.weight, self.out_features, x.shape[-1]), self.bias)
+        c = x.shape[-1]
+        return F.layer_norm(x, (c,), leading(self.weight, c), leading(self.bias, c), self.eps)
+
+
+class ElasticLayerScale(Elastic, LayerScale):
+    """Per-channel residual scale for channels-last tokens."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gamma = leading(self.gamma, x.shape[-1])
+        return x.mul_(gamma) if self.inplace else x * gamma
 
 
 class ElasticLayerScale2d(Elastic, LayerScale2d):

@@ -5,7 +5,7 @@ import timm
 import torch
 from timm.models.efficientformer_v2 import EfficientFormerV2
 
-from helpers import randomize_
+from helpers import assert_member_matches_timm, randomize_
 from nas import load_space
 from nas.metrics import count_params
 from supernets import build_static, build_supernet, extract
@@ -29,20 +29,7 @@ def supernet_224(space):
 
 @pytest.mark.parametrize("name", NAMED)
 def test_named_member_extracts_into_timm_with_identical_logits(space, supernet_224, name):
-    arch = space.named(name)
-    static = extract(supernet_224, arch).eval()
-    assert type(static) is EfficientFormerV2
-    reference = timm.create_model(name)
-    reference.load_state_dict(static.state_dict(), strict=True)
-    reference.eval()
-    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        from_supernet = supernet_224(x, arch)
-        from_static = static(x)
-        from_timm = reference(x)
-    assert from_supernet.abs().mean() > 1e-2  # a real signal, not all zeros
-    assert (from_supernet - from_static).abs().max() <= 1e-5
-    assert (from_supernet - from_timm).abs().max() <= 1e-5
+    assert_member_matches_timm(supernet_224, space, name)
 
 
 @pytest.mark.parametrize("name", NAMED)

@@ -10,9 +10,10 @@ from nas.signature import BlockSignature
 from supernets import build_static
 
 
+@pytest.mark.parametrize("space_name", ["efficientformerv2", "efficientformer", "swiftformer"])
 @pytest.mark.parametrize("img_size, num_classes", [(224, 1000), (64, 10), (97, 100)])
-def test_counts_equal_the_whole_static_model(img_size, num_classes):
-    space = load_space("efficientformerv2")
+def test_counts_equal_the_whole_static_model(space_name, img_size, num_classes):
+    space = load_space(space_name)
     rng = random.Random(img_size)
     for arch in [space.sample(rng) for _ in range(3)] + [space.smallest()]:
         model = build_static(arch, img_size=img_size, num_classes=num_classes, device="meta").eval()

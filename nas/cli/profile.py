@@ -7,6 +7,7 @@ from pathlib import Path
 
 from nas.arch import ArchConfig
 from nas.cli.common import add_common, emit, positive_int
+from nas.cli.space import ATTENTION_LABEL
 from nas.errors import NasError
 from nas.metrics import count_macs, count_params
 from nas.space import available_spaces, load_space
@@ -57,10 +58,14 @@ def run(args: argparse.Namespace) -> int:
         f"family       {arch.family}   space {space.name}",
         f"depths       {' '.join(map(str, arch.depths))}",
         f"widths       {' '.join(map(str, arch.widths))}",
-        f"attention    {' '.join(map(str, arch.attention))}  (MHSA blocks per stage)",
+        f"attention    {' '.join(map(str, arch.attention))}  ({ATTENTION_LABEL[arch.family]} per stage)",
         f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
         f"params       {params / 1e6:.3f} M  ({params:,}, both heads)",
         f"MACs         {macs / 1e9:.3f} G",
     ]
+    if arch.block_types:
+        result["block_types"] = [list(b) for b in arch.block_types]
+        lines.insert(5, "blocks       " + " | ".join(
+            " ".join({"mb4d": "4D", "mb3d": "3D", "skip": "-"}[b] for b in types) for types in arch.block_types))
     emit(result, args.json, lines)
     return 0

@@ -18,6 +18,20 @@ def add_parser(sub) -> None:
     show.set_defaults(run=run_show)
 
 
+ATTENTION_LABEL = {"efficientformer": "MB3D blocks", "efficientformerv2": "MHSA blocks",
+                   "swiftformer": "SwiftFormer encoders"}
+
+
+def compact(values) -> str:
+    """``1, 2, 3, 4`` -> ``1-4``; ``16, 32, 48, 64`` -> ``16-64 /16``; otherwise a list."""
+    values = list(values)
+    if len(values) >= 3:
+        step = values[1] - values[0]
+        if step > 0 and all(b - a == step for a, b in zip(values, values[1:])):
+            return f"{values[0]}-{values[-1]}" + ("" if step == 1 else f" /{step}")
+    return ", ".join(map(str, values))
+
+
 def run_show(args: argparse.Namespace) -> int:
     space = load_space(args.space)
     stages = []
@@ -25,15 +39,11 @@ def run_show(args: argparse.Namespace) -> int:
     if space.description:
         lines.append(space.description)
     lines.append("")
-    lines.append(f"{'stage':<6}{'depths':<22}{'widths':<34}{'expansion ratios':<18}{'MHSA blocks'}")
+    lines.append(f"{'stage':<6}{'depths':<8}{'widths':<34}{'expansion ratios':<22}"
+                 f"{ATTENTION_LABEL.get(space.family, 'attention blocks')}")
     for s, st in enumerate(space.stages):
-        ratios = ", ".join(map(str, st.expansion_ratios))
-        if st.max_expansion_ratios is not None:
-            ratios += " (per-slot max)"
-        depths = f"{min(st.depths)}-{max(st.depths)}" if list(st.depths) == list(range(min(st.depths), max(st.depths) + 1)) \
-            else ", ".join(map(str, st.depths))
-        lines.append(f"{s + 1:<6}{depths:<22}{', '.join(map(str, st.widths)):<34}{ratios:<18}"
-                     f"{', '.join(map(str, st.attention))}")
+        ratios = compact(st.expansion_ratios) + (" (per-slot max)" if st.max_expansion_ratios is not None else "")
+        lines.append(f"{s + 1:<6}{compact(st.depths):<8}{compact(st.widths):<34}{ratios:<22}{compact(st.attention)}")
         stages.append({"depths": list(st.depths), "widths": list(st.widths),
                        "expansion_ratios": list(st.expansion_ratios), "attention": list(st.attention),
                        "max_expansion_ratios": list(st.max_expansion_ratios) if st.max_expansion_ratios else None})

@@ -1,0 +1,117 @@
+"""Plumbing shared by the family supernets: classifier heads, distillation mode, extraction."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable
+
+import torch
+import torch.nn as nn
+from timm.layers import to_2tuple
+
+from nas.arch import ArchConfig
+from nas.space import SearchSpace
+from supernets.elastic_ops import copy_sliced_state
+
+NUM_STAGES = 4
+
+
+def stage_resolutions(img_size) -> list[tuple[int, int]]:
+    """Feature-map size of each stage: the stem's two and every downsampling's one 3x3 stride-2
+    conv with padding 1 give ceil(size / 2) each (timm computes the same)."""
+    res = tuple(math.ceil(s / 4) for s in to_2tuple(img_size))
+    out = [res]
+    for _ in range(NUM_STAGES - 1):
+        res = tuple(math.ceil(r / 2) for r in res)
+        out.append(res)
+    return out
+
+
+class SupernetBase(nn.Module):
+    """What every supernet has besides its body: ``space``, ``img_size``, ``num_classes``, the
+    class and distillation heads (averaged at inference, as the released code does) and
+    ``net(x, arch)``'s default of the largest sub-network."""
+
+    #: Dimensions averaged by global pooling: (2, 3) for NCHW maps, 1 for (B, N, C) tokens.
+    pool_dims: tuple[int, ...] | int = (2, 3)
+    family: str = ""
+
+    def __init__(self, space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3,
+                 drop_rate: float = 0.0, drop_path_rate: float = 0.0, layer_scale_init_value: float = 1e-5):
+        super().__init__()
+        if space.family != self.family:
+            raise ValueError(f"space {space.name!r} is a {space.family} space, not {self.family}")
+        if num_classes < 1:
+            raise ValueError("num_classes must be at least 1")
+        self.space = space
+        self.img_size = to_2tuple(img_size)
+        self.num_classes = num_classes
+        self.in_chans = in_chans
+        self.drop_rate = drop_rate
+        self.drop_path_rate = drop_path_rate
+        self.layer_scale_init_value = layer_scale_init_value
+        self.distilled_training = False
+
+    @property
+    def largest(self) -> ArchConfig:
+        return self.space.largest()
+
+    def set_distilled_training(self, enable: bool = True) -> None:
+        """Return (class logits, distillation logits) in training mode, for hard distillation."""
+        self.distilled_training = enable
+
+    def forward_head(self, x: torch.Tensor):
+        x = self.head_drop(x.mean(dim=self.pool_dims))
+        if self.head_dist is None:
+            return self.head(x)
+        x, x_dist = self.head(x), self.head_dist(x)
+        if self.distilled_training and self.training:
+            return x, x_dist
+        return (x + x_dist) / 2
+
+
+_BLOCK_KEY = re.compile(r"^stages\.(\d+)\.blocks\.(\d+)\.")
+
+
+def slot_key_map(slots: list[tuple[int, ...]]) -> Callable[[str], str]:
+    """Static key -> supernet key, where block ``b`` of stage ``s`` sits in slot ``slots[s][b]``."""
+
+    def key_map(key: str) -> str:
+        m = _BLOCK_KEY.match(key)
+        if m is None:
+            return key
+        s, b = int(m.group(1)), int(m.group(2))
+        return f"stages.{s}.blocks.{slots[s][b]}." + key[m.end():]
+
+    return key_map
+
+
+def extract_static(net: SupernetBase, arch: ArchConfig, build_static: Callable[..., nn.Module],
+                   key_map: Callable[[str], str]) -> nn.Module:
+    """Build the static model of ``arch`` (already validated) on the supernet's device and dtype and
+    fill it with the leading slices of the supernet tensors that ``key_map`` names. Pure."""
+    param = next(net.parameters())
+    static = build_static(arch, img_size=net.img_size, num_classes=net.num_classes, in_chans=net.in_chans,
+                          distillation=net.head_dist is not None, drop_rate=net.drop_rate,
+                          layer_scale_init_value=net.layer_scale_init_value, device=param.device, dtype=param.dtype)
+    with torch.no_grad():
+        copy_sliced_state(static, net.state_dict(), key_map)
+    static.train(net.training)
+    static.distilled_training = net.distilled_training
+    return static
+
+
+class ClassifierHead(nn.Module):
+    """The end of a timm model as one cost unit: final norm, global pooling, both heads averaged."""
+
+    def __init__(self, norm: nn.Module, width: int, num_classes: int, pool_dims=(2, 3), device=None, dtype=None):
+        super().__init__()
+        self.norm = norm
+        self.pool_dims = pool_dims
+        self.head = nn.Linear(width, num_classes, device=device, dtype=dtype)
+        self.head_dist = nn.Linear(width, num_classes, device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(x).mean(dim=self.pool_dims)
+        return (self.head(x) + self.head_dist(x)) / 2
