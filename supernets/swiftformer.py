@@ -311,3 +311,21 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     if sig.kind == "head":
         return ClassifierHead(nn.BatchNorm2d(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
     raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
+
+
+def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> set[BlockSignature]:
+    """Every block signature that some sub-network of ``space`` contains."""
+    size = to_2tuple(img_size)
+    res = stage_resolutions(size)
+    sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
+    for s, st in enumerate(space.stages):
+        if s > 0:
+            sigs |= {BlockSignature("embedding", w_in, w, 0, res[s - 1], 2)
+                     for w_in in space.stages[s - 1].widths for w in st.widths}
+        for w in st.widths:
+            for r in st.expansion_ratios:
+                sigs.add(BlockSignature("swift_encoder", w, w, r * w, res[s]))
+                if st.max_depth > 1:
+                    sigs.add(BlockSignature("conv_encoder", w, w, r * w, res[s]))
+    sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}
+    return sigs

@@ -6,11 +6,11 @@ import logging
 import os
 import sys
 
-from nas.cli import profile, space
+from nas.cli import build_table, check_table, profile, space
 from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
-SUBCOMMANDS = (profile, space)
+SUBCOMMANDS = (profile, space, build_table, check_table)
 
 
 def build_parser() -> OneLineErrorParser:

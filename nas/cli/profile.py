@@ -9,7 +9,8 @@ from nas.arch import ArchConfig
 from nas.cli.common import add_common, emit, positive_int
 from nas.cli.space import ATTENTION_LABEL
 from nas.errors import NasError
-from nas.metrics import count_macs, count_params
+from nas.latency import LatencyTable, get_device
+from nas.metrics import count_macs, count_params, mes
 from nas.space import available_spaces, load_space
 
 
@@ -17,7 +18,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser("profile", help="parameters and MACs of an architecture",
                        description="Exact parameters and MACs of a named member (e.g. efficientformerv2_s0) "
                                    "or an arch YAML, at any input size.")
-    p.add_argument("arch", metavar="ARCH", help="a named member of a space, or the path of an arch YAML")
+    p.add_argument("arch", metavar="ARCH", nargs="?", help="a named member of a space, or the path of an arch YAML")
+    p.add_argument("--timm", metavar="MODEL", help="price any timm model instead of ARCH (needs --device)")
+    p.add_argument("--device", help="also show latency (with its source) and MES on this device's table")
+    p.add_argument("--table", help="latency table file (default: the device's table for the space)")
     p.add_argument("--space", help="search space (name or YAML path); default: the one that names ARCH, "
                                    "or the family's default space for a YAML")
     p.add_argument("--img-size", type=positive_int, default=224, help="input height and width (default: 224)")
@@ -42,6 +46,10 @@ def _find_space(arch_spec: str, space_name: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.timm:
+        return run_timm(args)
+    if not args.arch:
+        raise NasError("give ARCH (a named member or an arch YAML) or --timm MODEL")
     space = _find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
     params = count_params(arch, args.img_size, args.num_classes)
@@ -63,9 +71,62 @@ def run(args: argparse.Namespace) -> int:
         f"params       {params / 1e6:.3f} M  ({params:,}, both heads)",
         f"MACs         {macs / 1e9:.3f} G",
     ]
+    if args.device:
+        table = LatencyTable.load(args.device, space, args.img_size, path=args.table)
+        if table.header.num_classes != args.num_classes:
+            raise NasError(f"{table.path}: the table prices a {table.header.num_classes}-class head; "
+                           f"use --num-classes {table.header.num_classes} or build a table for {args.num_classes}")
+        latency = table.latency(arch)
+        result.update(device=args.device, latency_ms=latency, latency_source=table.header.source,
+                      latency_error=table.header.error, mes=mes(params, latency))
+        lines += [f"latency      {latency:.3f} ms on {args.device}  [{table.describe_source()}]",
+                  f"MES          {mes(params, latency):.1f}  (100 x (params/3M)^-0.5 x (latency/1 ms)^-1)"]
     if arch.block_types:
         result["block_types"] = [list(b) for b in arch.block_types]
         lines.insert(5, "blocks       " + " | ".join(
             " ".join({"mb4d": "4D", "mb3d": "3D", "skip": "-"}[b] for b in types) for types in arch.block_types))
+    emit(result, args.json, lines)
+    return 0
+
+
+def run_timm(args: argparse.Namespace) -> int:
+    """Price a timm model: predicted for phones (cost model), measured end to end for local devices."""
+    import timm
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not args.device:
+        raise NasError("--timm needs --device (e.g. --device iphone12)")
+    device = get_device(args.device)
+    from nas.latency.predict import timm_ops
+
+    timm_ops(args.timm, args.img_size)  # one clear error if timm cannot build it
+    meta = timm.create_model(args.timm, device="meta", num_classes=args.num_classes).eval()
+    params = sum(p.numel() for p in meta.parameters())
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        meta(torch.empty(1, 3, args.img_size, args.img_size, device="meta"))
+    macs = counter.get_total_flops() // 2
+    if device.kind == "phone":
+        from nas.latency.predict import fit_cost_model
+
+        model = fit_cost_model(args.device)
+        latency = model.predict_ops(timm_ops(args.timm, args.img_size))
+        source = (f"predicted for {args.device} by a cost model fitted to {len(model.fitted_on)} published models; "
+                  f"nested leave-one-model-out mean APE {100 * model.nested_loo_mean:.1f}%")
+    else:
+        from nas.latency.measure import Timer, TimingConfig
+
+        net = timm.create_model(args.timm, num_classes=args.num_classes)
+        latency = Timer(args.device, TimingConfig()).time(net, torch.randn(1, 3, args.img_size, args.img_size))
+        source = f"measured end to end on {args.device} ({device.runtime}, batch 1, 1 thread)"
+    result = {"timm_model": args.timm, "img_size": args.img_size, "num_classes": args.num_classes,
+              "params": params, "macs": macs, "device": args.device, "latency_ms": latency,
+              "latency_source": source, "mes": mes(params, latency)}
+    lines = [f"timm model   {args.timm}",
+             f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
+             f"params       {params / 1e6:.3f} M",
+             f"MACs         {macs / 1e9:.3f} G",
+             f"latency      {latency:.3f} ms  [{source}]",
+             f"MES          {mes(params, latency):.1f}"]
     emit(result, args.json, lines)
     return 0

@@ -1,0 +1,253 @@
+"""Measured latency tables: time every block signature of a space on a local device.
+
+Blocks are timed in isolation (batch 1, warm-up, median of repeated runs, threads fixed and
+recorded). Isolated blocks run with warm caches and read low against whole networks, so the table
+is calibrated: whole sub-networks are timed end to end, ``e2e = scale * sum(isolated) + offset``
+is fitted to them (non-negative least squares on relative error), every entry is scaled and the
+offset is carried by the head entries. The fidelity check then times other sub-networks (the named
+members and fresh random ones) and reports the median absolute percentage error of the table.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import random
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+from scipy.optimize import nnls
+from tqdm import tqdm
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.latency.devices import get_device
+from nas.latency.table import LatencyTable, TableHeader, table_path, today, tool_versions
+from nas.signature import BlockSignature
+from nas.space import SearchSpace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How long to time: at least ``min_repeats`` runs and ``min_seconds`` of runs, after ``warmup``."""
+
+    warmup: int = 5
+    min_repeats: int = 20
+    min_seconds: float = 0.3
+    threads: int = 1
+
+
+def _family(space_or_family):
+    from supernets import family_module
+
+    return family_module(getattr(space_or_family, "family", space_or_family))
+
+
+def reachable_signatures(space: SearchSpace, img_size: int, num_classes: int = 1000) -> list[BlockSignature]:
+    return sorted(_family(space).reachable_signatures(space, img_size=img_size, num_classes=num_classes))
+
+
+def block_input(family: str, sig: BlockSignature, device="cpu") -> torch.Tensor:
+    shape_of = getattr(_family(family), "input_shape", None)
+    shape = shape_of(sig) if shape_of is not None else (1, sig.c_in, *sig.resolution)
+    return torch.randn(*shape, device=device)
+
+
+class Timer:
+    """Times a module on one input on a local device; returns the median in ms."""
+
+    def __init__(self, device: str, config: TimingConfig):
+        spec = get_device(device)
+        if spec.kind != "local":
+            raise NasError(f"device {device} cannot be measured here: {spec.description}; "
+                           f"local devices: cpu, onnxruntime-cpu, cuda")
+        if device == "cuda" and not torch.cuda.is_available():
+            raise NasError("device cuda: no CUDA GPU is visible on this machine")
+        self.device = device
+        self.config = config
+        self.torch_device = "cuda" if device == "cuda" else "cpu"
+        torch.set_num_threads(config.threads)
+
+    def _repeat(self, run: Callable[[], object]) -> float:
+        cfg = self.config
+        for _ in range(cfg.warmup):
+            run()
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < cfg.min_repeats or time.perf_counter() - start < cfg.min_seconds:
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
+            if len(times) > 50 * cfg.min_repeats:
+                break
+        return statistics.median(times) * 1e3
+
+    def time(self, module: nn.Module, x: torch.Tensor) -> float:
+        module = module.eval().to(self.torch_device)
+        x = x.to(self.torch_device)
+        if self.device == "onnxruntime-cpu":
+            return self._time_onnx(module, x)
+        cuda = self.device == "cuda"
+
+        def run():
+            module(x)
+            if cuda:
+                torch.cuda.synchronize()
+
+        with torch.inference_mode():
+            return self._repeat(run)
+
+    def _time_onnx(self, module: nn.Module, x: torch.Tensor) -> float:
+        import onnxruntime as ort
+
+        buffer = io.BytesIO()
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter needs no onnxscript
+            torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=17, input_names=["x"])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.config.threads
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+        feed = {"x": x.numpy()}
+        return self._repeat(lambda: session.run(None, feed))
+
+
+def measure_network(timer: Timer, arch: ArchConfig, img_size: int, num_classes: int) -> float:
+    """End-to-end latency of ``arch``'s static model, in ms."""
+    from supernets import build_static
+
+    model = build_static(arch, img_size=img_size, num_classes=num_classes)
+    return timer.time(model, torch.randn(1, 3, img_size, img_size))
+
+
+def _rel_nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares on relative error (rows divided by the target)."""
+    w, _ = nnls(X / y[:, None], np.ones(len(y)))
+    return w
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    name: str
+    digest: str
+    table_ms: float
+    measured_ms: float
+
+    @property
+    def ape(self) -> float:
+        return abs(self.table_ms - self.measured_ms) / self.measured_ms
+
+
+def check_archs(space: SearchSpace, n_random: int, seed: int) -> list[tuple[str, ArchConfig]]:
+    """The named members and ``n_random`` random sub-networks (``seed``) to check a table on."""
+    rng = random.Random(seed)
+    archs = [(name, arch) for name, arch in space.members.items()]
+    archs += [(f"random-{i}", space.sample(rng)) for i in range(n_random)]
+    return archs
+
+
+def check_table(table: LatencyTable, space: SearchSpace, timer: Timer, archs: list[tuple[str, ArchConfig]],
+                progress: bool = True) -> list[CheckRow]:
+    """The table's sum against the measured end-to-end latency of every arch."""
+    rows = []
+    for name, arch in tqdm(archs, desc="check end to end", disable=None if progress else True, leave=False):
+        rows.append(CheckRow(name, arch.digest, table.latency(arch),
+                             measure_network(timer, arch, table.header.img_size, table.header.num_classes)))
+    return rows
+
+
+def median_ape(rows: list[CheckRow]) -> float:
+    return float(statistics.median(r.ape for r in rows))
+
+
+def build_measured_table(
+    device: str,
+    space: SearchSpace,
+    img_size: int = 224,
+    num_classes: int = 1000,
+    timing: TimingConfig = TimingConfig(),
+    out: str | Path | None = None,
+    resume: bool = False,
+    calibration_archs: int = 6,
+    check_random: int = 4,
+    seed: int = 0,
+    progress: bool = True,
+) -> LatencyTable:
+    """Measure every block of ``space`` on a local ``device``, calibrate, check, and save."""
+    spec = get_device(device)
+    timer = Timer(device, timing)
+    out = Path(out) if out else table_path(device, space.name, img_size)
+    header = TableHeader(
+        device=device, space=space.name, family=space.family, img_size=img_size, num_classes=num_classes,
+        source="measured", runtime=spec.runtime, dtype=spec.dtype, batch=1, date=today(),
+        tool_versions=tool_versions(), threads=timing.threads, complete=False,
+        method={"timing": {"warmup": timing.warmup, "min_repeats": timing.min_repeats,
+                           "min_seconds": timing.min_seconds, "statistic": "median"}},
+    )
+    raw: dict[str, float] = {}
+    if out.exists():
+        if not resume:
+            raise NasError(f"{out} exists; pass --resume to finish a partial table or --out to write elsewhere")
+        previous = LatencyTable.read(out)
+        p = previous.header
+        if (p.device, p.space, p.img_size, p.num_classes, p.threads) != (device, space.name, img_size, num_classes,
+                                                                        timing.threads):
+            raise NasError(f"{out}: cannot resume: it was built for {p.device}/{p.space} at {p.img_size} with "
+                           f"{p.num_classes} classes and {p.threads} threads")
+        if p.complete:
+            log.info("%s is complete; nothing to resume", out)
+            return previous
+        raw = dict(previous.entries)
+    partial = LatencyTable(header, raw)
+
+    sigs = reachable_signatures(space, img_size, num_classes)
+    todo = [s for s in sigs if s.key() not in raw]
+    log.info("%d block signatures, %d to measure", len(sigs), len(todo))
+    last_save = time.monotonic()
+    for sig in tqdm(todo, desc=f"time blocks on {device}", disable=None if progress else True):
+        block = _family(space).build_block(sig)
+        raw[sig.key()] = timer.time(block, block_input(space.family, sig))
+        if time.monotonic() - last_save > 20:
+            partial.entries = raw
+            partial.save(out)  # atomic: an interrupted build resumes from here
+            last_save = time.monotonic()
+    partial.entries = raw
+    partial.save(out)
+
+    # Calibrate on random sub-networks (not the ones the check uses).
+    rng = random.Random(seed)
+    calib = [space.sample(rng) for _ in range(calibration_archs)] + [space.largest(), space.smallest()]
+    raw_table = LatencyTable(replace(header, complete=True), raw)
+    sums = np.array([raw_table.latency(a) for a in calib])
+    e2e = np.array([measure_network(timer, a, img_size, num_classes)
+                    for a in tqdm(calib, desc="calibrate end to end", disable=None if progress else True, leave=False)])
+    scale, offset = _rel_nnls(np.stack([sums, np.ones_like(sums)], axis=1), e2e)
+    fit_ape = float(np.median(np.abs(scale * sums + offset - e2e) / e2e))
+    entries = {k: v * scale for k, v in raw.items()}
+    for key in entries:
+        if key.startswith("head:"):
+            entries[key] += offset  # the per-network overhead rides on the one head every network has
+    method = dict(header.method, calibration={
+        "model": "end_to_end = scale * sum(isolated block medians) + offset",
+        "scale": round(float(scale), 6), "offset_ms": round(float(offset), 6),
+        "fit_on": [a.digest for a in calib], "fit_median_ape": round(fit_ape, 4),
+        "uncalibrated_median_ape": round(float(np.median(np.abs(sums - e2e) / e2e)), 4),
+    })
+    table = LatencyTable(replace(header, complete=True, method=method), entries)
+
+    rows = check_table(table, space, timer, check_archs(space, check_random, seed + 1), progress)
+    table = LatencyTable(replace(table.header, error={
+        "metric": "median absolute percentage error, table vs end to end",
+        "value": round(median_ape(rows), 4), "checked_on": [r.name for r in rows],
+        "max": round(max(r.ape for r in rows), 4)}), entries)
+    table.save(out)
+    return table

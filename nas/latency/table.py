@@ -1,0 +1,182 @@
+"""Latency tables: one file per (device, space, input size), entries keyed by block signature.
+
+``LatencyTable.latency(arch)`` is the one code path that prices an architecture: the sum of its
+blocks' entries. A table says where its numbers come from (``source``: measured, predicted or
+imported), how (runtime, dtype, batch, threads, tool versions, date) and how wrong they are
+(``error``), and never hides a predicted number as a measured one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.latency.devices import get_device
+from nas.signature import BlockSignature
+from nas.space import SearchSpace, config_root, load_space
+from nas.typed_yaml import from_mapping, write_text_atomic
+
+FORMAT = "nas-latency-table/1"
+SOURCES = ("measured", "predicted", "imported")
+
+
+def tables_root() -> Path:
+    """``$NAS_LATENCY_DIR`` or the ``latency_tables`` folder beside ``search_configs``."""
+    env = os.environ.get("NAS_LATENCY_DIR")
+    return Path(env) if env else config_root().parent / "latency_tables"
+
+
+def table_path(device: str, space_name: str, img_size: int) -> Path:
+    return tables_root() / device / f"{space_name}-{img_size}.json"
+
+
+def tool_versions() -> dict[str, str]:
+    import timm
+    import torch
+
+    import nas
+
+    return {"nas": nas.__version__, "torch": torch.__version__, "timm": timm.__version__}
+
+
+def today() -> str:
+    return datetime.date.today().isoformat()
+
+
+@dataclass(frozen=True)
+class TableHeader:
+    device: str
+    space: str
+    family: str
+    img_size: int
+    num_classes: int
+    source: str  # measured | predicted | imported
+    runtime: str
+    dtype: str
+    batch: int
+    date: str
+    tool_versions: dict[str, str] = field(default_factory=dict)
+    threads: int | None = None
+    #: How wrong the numbers are: metric name, value(s) and what they were measured on.
+    error: dict[str, Any] = field(default_factory=dict)
+    #: How entries were derived (calibration of measured tables, the fitted model of predicted ones).
+    method: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True
+    notes: str = ""
+
+
+def _build_command(device: str, space: str, img_size: int) -> str:
+    return f"nas build-table --device {device} --space {space} --img-size {img_size}"
+
+
+class LatencyTable:
+    """Per-block latencies (ms) of one device, space and input size."""
+
+    def __init__(self, header: TableHeader, entries: dict[str, float], path: Path | None = None):
+        if header.source not in SOURCES:
+            raise NasError(f"table source {header.source!r} is not one of {', '.join(SOURCES)}")
+        self.header = header
+        self.entries = dict(entries)
+        self.path = path
+
+    # --- lookup -------------------------------------------------------------------------------
+
+    def block_ms(self, sig: BlockSignature) -> float:
+        key = sig.key()
+        try:
+            return self.entries[key]
+        except KeyError:
+            where = f" ({self.path})" if self.path else ""
+            raise NasError(
+                f"latency table for {self.header.device}/{self.header.space} at {self.header.img_size}{where} has no "
+                f"entry for block {key}; build it with `{_build_command(self.header.device, self.header.space, self.header.img_size)}`"
+            ) from None
+
+    def latency(self, arch: ArchConfig) -> float:
+        """Latency of ``arch`` in ms: the sum of its blocks' entries."""
+        from nas.metrics import block_signatures
+
+        if arch.family != self.header.family:
+            raise NasError(f"arch family {arch.family!r} does not match the table's {self.header.family!r}")
+        sigs = block_signatures(arch, self.header.img_size, self.header.num_classes)
+        return float(sum(self.block_ms(s) for s in sigs))
+
+    @property
+    def source(self) -> str:
+        return self.header.source
+
+    def describe_source(self) -> str:
+        """One line a report prints next to a latency: where it comes from and how wrong it is."""
+        h = self.header
+        err = h.error
+        text = f"{h.source} on {h.device} ({h.runtime}, {h.dtype}, batch {h.batch}"
+        text += f", {h.threads} threads)" if h.threads else ")"
+        if err.get("metric"):
+            text += f"; {err['metric']}: {100 * err['value']:.1f}%"
+        return text
+
+    # --- files --------------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        entries = dict(sorted(self.entries.items()))
+        return json.dumps({"format": FORMAT, "header": asdict(self.header), "entries": entries}, indent=1) + "\n"
+
+    def save(self, path: str | os.PathLike | None = None) -> Path:
+        path = Path(path) if path else table_path(self.header.device, self.header.space, self.header.img_size)
+        write_text_atomic(path, self.to_json())
+        self.path = path
+        return path
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> "LatencyTable":
+        """Read a table file; a corrupt or foreign file is a one-line error naming it."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise NasError(f"{path}: latency table not found") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise NasError(f"{path}: corrupt latency table ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise NasError(f"{path}: not a latency table (expected format {FORMAT!r})")
+        header = from_mapping(TableHeader, data.get("header"), f"{path}: header")
+        entries = data.get("entries")
+        if not isinstance(entries, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in entries.values()):
+            raise NasError(f"{path}: entries must map block keys to non-negative milliseconds")
+        for key in entries:
+            try:
+                BlockSignature.from_key(key)
+            except ValueError:
+                raise NasError(f"{path}: malformed block key {key!r}") from None
+        return cls(header, {k: float(v) for k, v in entries.items()}, path)
+
+    @classmethod
+    def load(cls, device: str, space: SearchSpace | str, img_size: int = 224,
+             path: str | os.PathLike | None = None) -> "LatencyTable":
+        """The table of ``device`` for ``space`` at ``img_size`` (or the file at ``path``),
+        checked against what was asked for."""
+        get_device(device)
+        space = load_space(space)
+        if path is None:
+            path = table_path(device, space.name, img_size)
+            if not path.exists():
+                raise NasError(f"no latency table for device {device}, space {space.name} at {img_size}x{img_size} "
+                               f"(looked for {path}); build it with `{_build_command(device, space.name, img_size)}`")
+        table = cls.read(path)
+        h = table.header
+        mismatch = [f"{k} {got!r} (asked {want!r})" for k, got, want in
+                    (("device", h.device, device), ("space", h.space, space.name), ("img_size", h.img_size, img_size))
+                    if got != want]
+        if mismatch:
+            raise NasError(f"{path}: table does not match: {', '.join(mismatch)}")
+        if not h.complete:
+            raise NasError(f"{path}: table is incomplete (an interrupted build); finish it with "
+                           f"`{_build_command(device, space.name, img_size)} --resume`")
+        return table

@@ -1,0 +1,150 @@
+import json
+import random
+
+import pytest
+import torch
+
+from nas import NasError, load_space
+from nas.cli import main
+from nas.latency import LatencyTable, table_path
+from nas.latency.measure import Timer, TimingConfig, block_input, build_measured_table, reachable_signatures
+from nas.latency.predict import block_ops, fit_cost_model, predict_timm
+from nas.metrics import block_signatures
+from supernets import family_module
+
+FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
+
+
+@pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer", "swiftformer"])
+def test_enumeration_covers_every_subnetwork(space_name):
+    space = load_space(space_name)
+    sigs = reachable_signatures(space, 64, 10)
+    assert len(sigs) == len(set(sigs))
+    keys = {s.key() for s in sigs}
+    rng = random.Random(0)
+    for arch in [space.sample(rng) for _ in range(30)] + [space.largest(), space.smallest()]:
+        assert {s.key() for s in block_signatures(arch, 64, 10)} <= keys
+
+
+@pytest.fixture(scope="module")
+def tiny_table(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tables") / "cpu.json"
+    return build_measured_table("cpu", load_space("efficientformerv2-tiny"), img_size=32, num_classes=10,
+                                timing=FAST, out=out, calibration_archs=3, check_random=1, progress=False)
+
+
+def test_measured_table_header_and_lookup(tiny_table):
+    h = tiny_table.header
+    assert (h.source, h.device, h.img_size, h.num_classes, h.threads, h.complete) == ("measured", "cpu", 32, 10, 1, True)
+    assert h.tool_versions["torch"] == torch.__version__
+    assert h.method["calibration"]["scale"] > 0
+    assert 0 <= h.error["value"] < 1 and "efficientformerv2_tiny_max" in h.error["checked_on"]
+    space = load_space("efficientformerv2-tiny")
+    arch = space.named("efficientformerv2_tiny_max")
+    assert tiny_table.latency(arch) == pytest.approx(
+        sum(tiny_table.entries[s.key()] for s in block_signatures(arch, 32, 10)))
+
+
+def test_table_round_trip_and_checks(tiny_table, tmp_path):
+    path = tiny_table.save(tmp_path / "t.json")
+    again = LatencyTable.load("cpu", "efficientformerv2-tiny", img_size=32, path=path)
+    assert again.header == tiny_table.header and again.entries == pytest.approx(tiny_table.entries)
+    with pytest.raises(NasError, match="does not match: img_size 32"):
+        LatencyTable.load("cpu", "efficientformerv2-tiny", img_size=64, path=path)
+    with pytest.raises(NasError, match="unknown device 'iphone99'"):
+        LatencyTable.load("iphone99", "efficientformerv2-tiny", path=path)
+    broken = tmp_path / "broken.json"
+    broken.write_text(path.read_text()[:200])
+    with pytest.raises(NasError, match="corrupt latency table"):
+        LatencyTable.read(broken)
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(NasError, match="not a latency table"):
+        LatencyTable.read(foreign)
+
+
+def test_missing_entry_names_the_key_and_the_command(tiny_table):
+    arch = load_space("efficientformerv2-tiny").smallest()
+    sigs = block_signatures(arch, 32, 10)
+    partial = LatencyTable(tiny_table.header, {k: v for k, v in tiny_table.entries.items() if k != sigs[3].key()})
+    with pytest.raises(NasError) as info:
+        partial.latency(arch)
+    assert sigs[3].key() in str(info.value)
+    assert "nas build-table --device cpu --space efficientformerv2-tiny --img-size 32" in str(info.value)
+
+
+def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
+    space = load_space("efficientformerv2-tiny")
+    half = dict(list(tiny_table.entries.items())[: len(tiny_table.entries) // 2])
+    from dataclasses import replace
+
+    out = LatencyTable(replace(tiny_table.header, complete=False), half).save(tmp_path / "partial.json")
+    with pytest.raises(NasError, match="table is incomplete"):
+        LatencyTable.load("cpu", space, 32, path=out)
+    with pytest.raises(NasError, match="pass --resume"):
+        build_measured_table("cpu", space, 32, 10, FAST, out=out, progress=False)
+    timed = []
+    original = Timer.time
+
+    def counting(self, module, x):
+        timed.append(type(module).__name__)
+        return original(self, module, x)
+
+    monkeypatch.setattr(Timer, "time", counting)
+    table = build_measured_table("cpu", space, 32, 10, FAST, out=out, resume=True, calibration_archs=1,
+                                 check_random=0, progress=False)
+    blocks_timed = len(timed) - (1 + 2) - len(space.members)  # minus calibration and check networks
+    assert blocks_timed == len(tiny_table.entries) - len(half)
+    assert table.header.complete and set(table.entries) == set(tiny_table.entries)
+
+
+def test_onnxruntime_timer_times_a_block():
+    space = load_space("efficientformerv2-tiny")
+    sig = next(s for s in reachable_signatures(space, 32, 10) if s.kind == "mhsa_ffn")
+    block = family_module(space.family).build_block(sig)
+    assert Timer("onnxruntime-cpu", FAST).time(block, block_input(space.family, sig)) > 0
+
+
+def test_phone_predictor_fit_on_published_facts():
+    model = fit_cost_model("iphone12")
+    assert len(model.fitted_on) == 10
+    assert model.nested_loo_mean <= 0.15 < 0.45 <= model.macs_only_loo_mean
+    s0 = load_space("efficientformerv2").named("efficientformerv2_s0")
+    table_sum = sum(model.predict_ops(block_ops("efficientformerv2", s), intercept=s.kind == "head")
+                    for s in block_signatures(s0))
+    assert table_sum == pytest.approx(predict_timm("efficientformerv2_s0", "iphone12", model=model), rel=1e-9)
+    assert table_sum == pytest.approx(0.9, rel=0.2)  # published: 0.9 ms
+
+
+@pytest.mark.parametrize("device", ["iphone12", "iphone14", "pixel6"])
+@pytest.mark.parametrize("space_name", ["efficientformerv2", "efficientformer", "swiftformer"])
+def test_shipped_predicted_tables(device, space_name):
+    space = load_space(space_name)
+    table = LatencyTable.load(device, space, 224)
+    assert table.path == table_path(device, space_name, 224)
+    assert table.source == "predicted" and "nested leave-one-model-out" in table.header.error["metric"]
+    assert len(table.entries) == len(reachable_signatures(space, 224, 1000))
+    for arch in space.members.values():
+        assert 0.1 < table.latency(arch) < 1000
+
+
+def test_profile_shows_latency_source_and_mes(capsys):
+    assert main(["profile", "efficientformerv2_s1", "--device", "iphone12", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["latency_source"] == "predicted" and result["latency_ms"] == pytest.approx(1.1, rel=0.2)
+    assert result["mes"] == pytest.approx(100 * (result["params"] / 3e6) ** -0.5 / result["latency_ms"])
+    assert main(["profile", "--timm", "resnet18", "--device", "iphone12"]) == 0
+    assert "predicted for iphone12" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["build-table", "--device", "iphone99", "--space", "efficientformerv2"], "unknown device 'iphone99'"),
+    (["build-table", "--device", "cpu", "--space", "nope"], "unknown search space 'nope'"),
+    (["check-table", "--device", "iphone12", "--space", "efficientformerv2"], "cannot be timed here"),
+    (["profile", "efficientformerv2_s0", "--device", "cpu", "--img-size", "77"], "no latency table for device cpu"),
+    (["profile", "--timm", "no_such_model", "--device", "iphone12"], "timm cannot build 'no_such_model'"),
+])
+def test_bad_latency_input_is_one_line(capsys, argv, fragment):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
