@@ -55,12 +55,14 @@ FAMILY = "efficientformer"
 class TokensToMap(nn.Module):
     """(B, N, C) tokens back to a (B, C, H, W) map, for the strided conv that follows."""
 
-    def __init__(self, grid: tuple[int, int]):
+    def __init__(self, width: int, grid: tuple[int, int]):
         super().__init__()
+        self.width = width
         self.grid = tuple(grid)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], *self.grid)
+        # Constant target shape: traced exports (Core ML, ONNX) then need no shape arithmetic.
+        return x.transpose(1, 2).reshape(-1, self.width, *self.grid)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,7 +359,7 @@ def _static_stage_blocks(arch: ArchConfig, s: int, grid, drop_path_rates, layer_
             block = MetaBlock2d(width, **common, **dd)
         blocks.append(block)
     if att and s < NUM_STAGES - 1:
-        blocks.append(TokensToMap(grid))
+        blocks.append(TokensToMap(width, grid))
     elif not att and s == NUM_STAGES - 1:
         blocks.append(Flat())
     return blocks
@@ -478,7 +480,7 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     if sig.kind == "to_tokens":
         return Flat()
     if sig.kind == "to_maps":
-        return TokensToMap(sig.resolution)
+        return TokensToMap(sig.c_in, sig.resolution)
     if sig.kind == "head":
         return ClassifierHead(nn.LayerNorm(sig.c_in, **dd), sig.c_in, sig.c_out, pool_dims=1, **dd)
     raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")

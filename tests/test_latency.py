@@ -148,3 +148,96 @@ def test_bad_latency_input_is_one_line(capsys, argv, fragment):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0]
+
+
+def test_export_a_block_to_core_ml(tmp_path):
+    from nas.latency.onphone import export_blocks
+
+    manifest = export_blocks("iphone12", load_space("efficientformerv2-tiny"), tmp_path, img_size=32,
+                             num_classes=10, limit=2, progress=False)
+    blocks = [item for item in manifest["items"] if item["kind"] == "block"]
+    assert len(blocks) == 2 and len(manifest["items"]) == 2  # a limited export has no whole networks
+    for item in blocks:
+        assert (tmp_path / item["file"] / "Manifest.json").exists()
+    assert json.loads((tmp_path / "manifest.json").read_text())["items"][0]["key"] == blocks[0]["key"]
+    assert (tmp_path / "measurements.csv").read_text().splitlines() == ["id,latency_ms", "b0000,", "b0001,"]
+    with pytest.raises(NasError, match="not one"):
+        export_blocks("pixel6", load_space("efficientformerv2-tiny"), tmp_path, limit=1)
+
+
+def _filled_export(tmp_path, rng_seed=0, drop=None):
+    """A manifest of the whole tiny space and a CSV of plausible phone timings for it."""
+    from nas.latency.onphone import plan_export, write_manifest
+    from nas.latency.predict import fit_cost_model
+
+    space = load_space("efficientformerv2-tiny")
+    manifest = plan_export("iphone12", space, img_size=32, num_classes=10)
+    write_manifest(manifest, tmp_path)
+    model = fit_cost_model("iphone12")
+    rng = random.Random(rng_seed)
+    rows = ["id,latency_ms"]
+    for item in manifest["items"]:
+        if item["id"] == drop:
+            rows.append(f"{item['id']},")
+            continue
+        if item["kind"] == "block":
+            from nas.signature import BlockSignature
+            ms = model.predict_ops(block_ops(space.family, BlockSignature.from_key(item["key"])), intercept=False)
+        else:
+            ms = 1.3 * predict_timm_arch(item["arch"], model)
+        rows.append(f"{item['id']},{ms * rng.uniform(0.9, 1.1) + 0.001:.5f}")
+    path = tmp_path / "measurements.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return manifest, path
+
+
+def predict_timm_arch(arch_dict, model):
+    from nas import ArchConfig
+    from nas.latency.opcount import record_ops
+    from supernets import build_static
+
+    static = build_static(ArchConfig.from_dict(arch_dict), img_size=32, num_classes=10, device="meta")
+    return model.predict_ops(record_ops(static, (1, 3, 32, 32)))
+
+
+def test_import_phone_timings_and_refit(tmp_path):
+    from nas.latency.onphone import import_table
+
+    _, csv_path = _filled_export(tmp_path)
+    table, refitted = import_table(csv_path, tmp_path / "manifest.json", out=tmp_path / "imported.json", refit=True)
+    assert table.source == "imported" and table.header.device == "iphone12"
+    assert table.header.method["calibration"]["fit_on"] == ["efficientformerv2_tiny_max", "efficientformerv2_tiny_min"]
+    assert table.header.error["value"] < 0.2
+    again = LatencyTable.load("iphone12", "efficientformerv2-tiny", img_size=32, path=tmp_path / "imported.json")
+    assert again.latency(load_space("efficientformerv2-tiny").smallest()) > 0
+    assert refitted.source == "predicted" and refitted.header.error["n_models"] == 12
+    assert "efficientformerv2_tiny_max" in refitted.header.method["fitted_on"]
+
+
+def _set_row(lines, index, value):
+    lines[index] = lines[index].split(",")[0] + "," + value
+    return lines
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda lines: _set_row(lines, 4, "abc"), "not a number"),
+    (lambda lines: _set_row(lines, 4, "-1"), "must be positive"),
+    (lambda lines: lines + ["b9999,1.0"], "unknown id 'b9999'"),
+    (lambda lines: ["name,ms"] + lines[1:], "expected the columns id, latency_ms"),
+])
+def test_bad_phone_csv(tmp_path, mutate, fragment, capsys):
+    _, csv_path = _filled_export(tmp_path)
+    csv_path.write_text("\n".join(mutate(csv_path.read_text().splitlines())) + "\n")
+    assert main(["import-table", str(csv_path), "--manifest", str(tmp_path / "manifest.json"),
+                 "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_missing_block_rows_are_refused(tmp_path, capsys):
+    _, csv_path = _filled_export(tmp_path, drop="b0007")
+    assert main(["import-table", str(csv_path), "--manifest", str(tmp_path / "manifest.json"),
+                 "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "1 of 52 blocks have no latency_ms, e.g. b0007" in err

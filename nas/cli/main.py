@@ -6,11 +6,11 @@ import logging
 import os
 import sys
 
-from nas.cli import build_table, check_table, profile, space
+from nas.cli import build_table, check_table, export_blocks, import_table, profile, space
 from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
-SUBCOMMANDS = (profile, space, build_table, check_table)
+SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table)
 
 
 def build_parser() -> OneLineErrorParser:
