@@ -57,6 +57,11 @@ class SupernetBase(nn.Module):
     def largest(self) -> ArchConfig:
         return self.space.largest()
 
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        """Parameters AdamW should not decay: attention biases and architecture logits (timm's rule)."""
+        return {k for k, _ in self.named_parameters() if "attention_biases" in k or k.startswith("arch_logits")}
+
     def set_distilled_training(self, enable: bool = True) -> None:
         """Return (class logits, distillation logits) in training mode, for hard distillation."""
         self.distilled_training = enable

@@ -308,10 +308,6 @@ class EfficientFormerSupernet(SupernetBase):
 
     # --- forward -------------------------------------------------------------------------------
 
-    @torch.jit.ignore
-    def no_weight_decay(self) -> set[str]:
-        return {k for k, _ in self.named_parameters() if "attention_biases" in k or k.startswith("arch_logits")}
-
     def forward_features(self, x: torch.Tensor, widths, stage_choices) -> torch.Tensor:
         x = self.stem(x, widths[0])
         for s, stage in enumerate(self.stages):

@@ -278,10 +278,6 @@ class EfficientFormerV2Supernet(SupernetBase):
                 trunc_normal_(head.weight, std=0.02)
                 nn.init.zeros_(head.bias)
 
-    @torch.jit.ignore
-    def no_weight_decay(self) -> set[str]:
-        return {k for k, _ in self.named_parameters() if "attention_biases" in k}
-
     def forward_features(self, x: torch.Tensor, arch: ArchConfig) -> torch.Tensor:
         x = self.stem(x, arch.widths[0])
         for s, stage in enumerate(self.stages):

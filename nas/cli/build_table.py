@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--repeats", type=positive_int, default=20, help="minimum timed runs per block (default: 20)")
     p.add_argument("--resume", action="store_true", help="finish a partial table left by an interrupted build")
     add_common(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--random", type=int, default=4, help="random sub-networks besides the named ones (default 4)")
     p.add_argument("--repeats", type=positive_int, default=20)
     add_common(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

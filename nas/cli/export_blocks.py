@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-networks", action="store_true", help="blocks only, no whole named members")
     p.add_argument("--limit", type=positive_int, help="export only the first N blocks (a trial run)")
     add_common(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="table path (default: latency_tables/DEVICE/SPACE-SIZE.json)")
     p.add_argument("--refit", action="store_true", help="add the network timings to the predictor's facts and refit")
     add_common(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,11 +6,11 @@ import logging
 import os
 import sys
 
-from nas.cli import build_table, check_table, export_blocks, import_table, profile, space
+from nas.cli import build_table, check_table, export_blocks, import_table, profile, space, train_supernet
 from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
-SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table)
+SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet)
 
 
 def build_parser() -> OneLineErrorParser:
@@ -29,13 +29,13 @@ def build_parser() -> OneLineErrorParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "run", None):
+    if not getattr(args, "handler", None):
         parser.print_help()
         return 0 if args.command is None else 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        return int(args.run(args) or 0)
+        return int(args.handler(args) or 0)
     except NasError as exc:
         sys.stderr.write(f"nas: error: {exc}\n")
         return exc.exit_code

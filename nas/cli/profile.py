@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--img-size", type=positive_int, default=224, help="input height and width (default: 224)")
     p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs (default: 1000)")
     add_common(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def _find_space(arch_spec: str, space_name: str | None):

@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
                             description=f"Shipped spaces: {', '.join(available_spaces())}.")
     show.add_argument("space", metavar="SPACE", help="space name or YAML path")
     add_common(show)
-    show.set_defaults(run=run_show)
+    show.set_defaults(handler=run_show)
 
 
 ATTENTION_LABEL = {"efficientformer": "MB3D blocks", "efficientformerv2": "MHSA blocks",

@@ -1,0 +1,51 @@
+"""``nas train-supernet FAMILY``: train a weight-sharing supernet (sandwich rule or Gumbel-softmax)."""
+
+from __future__ import annotations
+
+import argparse
+
+from nas.arch import FAMILIES
+from nas.cli.common import add_common, emit
+from nas.errors import NasError
+from nas.recipe import add_recipe_overrides, recipe_from_args
+from nas.space import load_space
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("train-supernet", help="train a supernet (resumable; runs under torchrun)",
+                       description="EfficientFormerV2 and SwiftFormer: sandwich rule with in-place distillation. "
+                                   "EfficientFormer: Gumbel-softmax block choice with an annealed temperature. "
+                                   "Without --data, scikit-learn's digits are used.")
+    p.add_argument("family", metavar="FAMILY", help=f"one of {', '.join(FAMILIES)}")
+    p.add_argument("--space", help="search space (default: the family's main space)")
+    p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
+    p.add_argument("--data", help="image folder with train/<class>/* (and val/ or test/)")
+    p.add_argument("--run", help="run folder (default: runs/supernet-SPACE)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
+    p.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans --epochs)")
+    add_recipe_overrides(p)
+    add_common(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.train.supernet import train_supernet
+
+    if args.family not in FAMILIES:
+        raise NasError(f"unknown family {args.family!r}; known families: {', '.join(FAMILIES)}")
+    space = load_space(args.space or args.family)
+    if space.family != args.family:
+        raise NasError(f"space {space.name!r} is a {space.family} space, not {args.family}")
+    recipe = recipe_from_args(args)
+    run_dir = args.run or f"runs/supernet-{space.name}"
+    result = train_supernet(space, recipe, args.data, run_dir, seed=args.seed, resume=args.resume,
+                            max_steps=args.max_steps)
+    if "largest_top1" not in result:  # not the main process of a torchrun job
+        return 0
+    lines = [f"run          {run_dir}",
+             f"steps        {result['step']} ({recipe.epochs} epochs planned)",
+             f"largest      top-1 {100 * result['largest_top1']:.1f}% on the search split ({result['search_split']} images)",
+             f"smallest     top-1 {100 * result['smallest_top1']:.1f}%  (chance {100 * result['chance']:.1f}%; "
+             "BatchNorm recalibrated)"]
+    emit(result, args.json, lines)
+    return 0

@@ -1,0 +1,232 @@
+"""Image data for training and search: ImageNet-style folders or scikit-learn's digits.
+
+``--data PATH`` reads ``PATH/train/<class>/*`` (and ``PATH/val`` or ``PATH/test`` when present). A
+seeded split holds ``search_fraction`` of the training folder out as the **search split** (the
+papers search on held-out training images, never on the validation set). Without a path the
+built-in digits of scikit-learn are used (8x8 grey images, upscaled), so every command runs on a
+fresh machine with no download.
+
+Augmentation is timm's. Each training sample's augmentation is seeded by (seed, epoch, index), so
+a run resumed mid-epoch sees exactly the images it would have seen, whatever the worker count.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from nas.errors import NasError
+from nas.recipe import Recipe
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class ImageSource:
+    """Labelled images, by path or decoded in memory."""
+
+    def __init__(self, classes: list[str], labels: list[int], paths: list[str] | None = None,
+                 pixels: np.ndarray | None = None, name: str = ""):
+        self.classes, self.labels, self.paths, self.pixels, self.name = classes, labels, paths, pixels, name
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def image(self, index: int) -> Image.Image:
+        if self.pixels is not None:
+            return Image.fromarray(self.pixels[index])
+        with Image.open(self.paths[index]) as img:
+            return img.convert("RGB")
+
+    def cache(self, max_mb: int) -> None:
+        """Decode every image into one uint8 array if they share a size and fit in ``max_mb``."""
+        if self.pixels is not None or not self.paths:
+            return
+        first = np.asarray(self.image(0))
+        size_mb = first.nbytes * len(self) / 2**20
+        if size_mb > max_mb:
+            log.info("%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly", self.name, size_mb, max_mb)
+            return
+        pixels = np.empty((len(self), *first.shape), dtype=np.uint8)
+        for i in range(len(self)):
+            array = np.asarray(self.image(i))
+            if array.shape != first.shape:
+                log.info("%s: images differ in size; decoding on the fly", self.name)
+                return
+            pixels[i] = array
+        self.pixels = pixels
+        log.info("%s: cached %d images (%.0f MB)", self.name, len(self), size_mb)
+
+
+def _scan_folder(folder: Path) -> ImageSource:
+    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    if not classes:
+        raise NasError(f"{folder}: no class folders; expected {folder}/<class>/<image>")
+    paths, labels = [], []
+    for label, name in enumerate(classes):
+        files = sorted(p for p in (folder / name).iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+        paths += [str(p) for p in files]
+        labels += [label] * len(files)
+    if not paths:
+        raise NasError(f"{folder}: no images ({', '.join(IMAGE_EXTENSIONS)}) in its class folders")
+    return ImageSource(classes, labels, paths=paths, name=str(folder))
+
+
+def _digits() -> ImageSource:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    grey = (digits.images * (255.0 / 16.0)).round().astype(np.uint8)
+    return ImageSource([str(c) for c in digits.target_names], digits.target.tolist(),
+                       pixels=np.repeat(grey[..., None], 3, axis=-1), name="scikit-learn digits")
+
+
+def _subset(source: ImageSource, indices: np.ndarray, name: str) -> ImageSource:
+    return ImageSource(source.classes, [source.labels[i] for i in indices],
+                       paths=[source.paths[i] for i in indices] if source.paths else None,
+                       pixels=source.pixels[indices] if source.pixels is not None else None, name=name)
+
+
+@dataclass
+class Splits:
+    train: ImageSource
+    search: ImageSource
+    val: ImageSource
+    val_name: str  # which images "val" is: the val/ or test/ folder, or a held-out part
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.train.classes)
+
+
+def load_splits(data: str | None, recipe: Recipe, seed: int) -> Splits:
+    """Train, search and validation images. The search split is a seeded ``search_fraction`` of the
+    training images; without a val/ or test/ folder, validation is the search split."""
+    if data is None:
+        full = _digits()
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(full))
+        n_val = len(full) // 5
+        val = _subset(full, order[:n_val], "digits val")
+        full = _subset(full, order[n_val:], "digits train")
+        val_name = "20% of scikit-learn digits held out"
+    else:
+        root = Path(data)
+        if not root.is_dir():
+            raise NasError(f"{root}: data folder not found; expected {root}/train/<class>/<image>")
+        if not (root / "train").is_dir():
+            raise NasError(f"{root}: no train/ folder; expected {root}/train/<class>/<image> (and val/ or test/)")
+        full = _scan_folder(root / "train")
+        val_dir = next((root / d for d in ("val", "test") if (root / d).is_dir()), None)
+        val = _scan_folder(val_dir) if val_dir else None
+        if val is not None and val.classes != full.classes:
+            raise NasError(f"{val_dir}: its classes differ from {root / 'train'}")
+        val_name = f"{val_dir.name}/ folder" if val_dir else "the search split (no val/ or test/ folder)"
+    if recipe.cache_images:
+        full.cache(recipe.cache_max_mb)
+        if data is not None and val is not None:
+            val.cache(recipe.cache_max_mb)
+    if not 0 < recipe.search_fraction < 1:
+        raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
+    order = np.random.default_rng(seed + 1).permutation(len(full))
+    n_search = max(1, int(round(recipe.search_fraction * len(full))))
+    search = _subset(full, np.sort(order[:n_search]), "search split")
+    train = _subset(full, np.sort(order[n_search:]), "train split")
+    return Splits(train, search, val if val is not None else search, val_name)
+
+
+def train_transform(recipe: Recipe):
+    from timm.data import create_transform
+
+    return create_transform(recipe.img_size, is_training=True, scale=(recipe.crop_scale_min, 1.0),
+                            hflip=recipe.hflip, color_jitter=recipe.color_jitter or None,
+                            auto_augment=recipe.randaugment or None, interpolation="bicubic",
+                            re_prob=recipe.reprob, mean=MEAN, std=STD)
+
+
+def eval_transform(recipe: Recipe):
+    from timm.data import create_transform
+
+    return create_transform(recipe.img_size, is_training=False, crop_pct=1.0, interpolation="bicubic",
+                            mean=MEAN, std=STD)
+
+
+class ImageDataset(Dataset):
+    """``source`` through ``transform``; with ``seed`` set, each sample's augmentation is seeded by
+    (seed, epoch, index) without touching the caller's random state."""
+
+    def __init__(self, source: ImageSource, transform, seed: int | None = None):
+        self.source, self.transform, self.seed, self.epoch = source, transform, seed, 0
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index: int):
+        image = self.source.image(index)
+        if self.seed is None:
+            return self.transform(image), self.source.labels[index]
+        state = random.getstate()
+        with torch.random.fork_rng(devices=[]):
+            sample_seed = (self.seed * 1_000_003 + self.epoch * 10_007 + index) % 2**63
+            random.seed(sample_seed)
+            torch.manual_seed(sample_seed)
+            tensor = self.transform(image)
+        random.setstate(state)
+        return tensor, self.source.labels[index]
+
+
+class EpochSampler(Sampler[int]):
+    """A seeded permutation per epoch, sharded across processes, starting at ``start_batch``
+    (to resume mid-epoch)."""
+
+    def __init__(self, size: int, batch_size: int, seed: int, rank: int = 0, world: int = 1):
+        self.size, self.batch_size, self.seed, self.rank, self.world = size, batch_size, seed, rank, world
+        self.epoch, self.start_batch = 0, 0
+        self.batches_per_epoch = size // (batch_size * world)
+        if self.batches_per_epoch < 1:
+            raise NasError(f"{size} training images are fewer than one batch of {batch_size} per process "
+                           f"({world} processes); lower --batch-size")
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.epoch, self.start_batch = epoch, start_batch
+
+    def __iter__(self):
+        order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+        per_rank = self.batches_per_epoch * self.batch_size
+        mine = order[self.rank * per_rank:(self.rank + 1) * per_rank]
+        return iter(mine[self.start_batch * self.batch_size:])
+
+    def __len__(self) -> int:
+        return (self.batches_per_epoch - self.start_batch) * self.batch_size
+
+
+def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world: int = 1):
+    dataset = ImageDataset(splits.train, train_transform(recipe), seed=seed)
+    sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
+    # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
+    # mid-epoch would diverge from an uninterrupted one.
+    loader = DataLoader(dataset, batch_size=recipe.batch_size, sampler=sampler, num_workers=recipe.workers,
+                        drop_last=True, generator=torch.Generator().manual_seed(seed))
+    return loader, sampler, dataset
+
+
+def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None = None) -> DataLoader:
+    dataset = ImageDataset(source, eval_transform(recipe))
+    if indices is not None:
+        dataset = torch.utils.data.Subset(dataset, indices)
+    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, num_workers=recipe.workers)
+
+
+def calibration_indices(source: ImageSource, recipe: Recipe, seed: int) -> list[int]:
+    """A fixed, seeded set of training images for BatchNorm recalibration."""
+    n = min(len(source), recipe.bn_calib_batches * recipe.eval_batch_size)
+    return torch.randperm(len(source), generator=torch.Generator().manual_seed(seed + 7919))[:n].tolist()

@@ -1,0 +1,53 @@
+"""Accuracy of sub-networks from supernet weights: extract, recalibrate BatchNorm, score.
+
+Sub-networks share BatchNorm statistics in the supernet, which fit none of them; every evaluation
+therefore re-estimates them on a fixed, seeded set of training images (cumulative averages, as in
+slimmable networks) before scoring the held-out split.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+from nas.arch import ArchConfig
+
+
+@torch.no_grad()
+def recalibrate_bn(model: nn.Module, loader: DataLoader, device="cpu") -> None:
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative moving average over the calibration batches
+    model.train()
+    for images, _ in loader:
+        model(images.to(device))
+    for m, momentum in zip(bns, saved):
+        m.momentum = momentum
+    model.eval()
+
+
+@torch.no_grad()
+def top1(model: nn.Module, loader: DataLoader, device="cpu") -> float:
+    model.eval()
+    correct = total = 0
+    for images, labels in loader:
+        logits = model(images.to(device))
+        correct += (logits.argmax(dim=1).cpu() == labels).sum().item()
+        total += labels.numel()
+    return correct / max(total, 1)
+
+
+def subnet_accuracy(supernet: nn.Module, arch: ArchConfig, calib_loader: DataLoader, eval_loader: DataLoader,
+                    device="cpu") -> float:
+    """Top-1 of ``arch``: extracted (the supernet is not touched), BN recalibrated, scored."""
+    from supernets import extract
+
+    model = extract(supernet, arch)
+    model.distilled_training = False
+    recalibrate_bn(model, calib_loader, device)
+    return top1(model, eval_loader, device)

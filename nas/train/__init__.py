@@ -1,0 +1,1 @@
+"""Training: weight-sharing supernets (and, on the same code path, fixed architectures)."""

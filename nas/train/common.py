@@ -1,0 +1,197 @@
+"""Pieces every training run shares: process group, run folder, checkpoints, metrics, losses."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from nas.errors import NasError
+from nas.recipe import Recipe
+from nas.typed_yaml import dump_yaml, read_yaml, write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """This process's place in a ``torchrun`` job (rank 0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def setup(cls) -> "DistEnv":
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world == 1:
+            return cls()
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        return cls(dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0")))
+
+    def device(self) -> torch.device:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(self.local_rank)
+            return torch.device("cuda", self.local_rank)
+        return torch.device("cpu")
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def teardown(self) -> None:
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """``torch.save`` to a temporary file beside ``path``, then rename: never half-written."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise NasError(f"{path}: no checkpoint to resume from") from None
+    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
+        raise NasError(f"{path}: corrupt checkpoint ({type(exc).__name__}: {exc})") from None
+
+
+class RunFolder:
+    """``runs/<name>/``: resolved config, checkpoint, metrics (JSON lines) and results."""
+
+    def __init__(self, path: str | Path, env: DistEnv):
+        self.path = Path(path)
+        self.env = env
+        self.checkpoint = self.path / "checkpoint.pt"
+        self.metrics = self.path / "metrics.jsonl"
+
+    def prepare(self, config: dict[str, Any], resume: bool) -> None:
+        """Check the folder against ``resume`` and write (or compare) ``config.yaml``."""
+        config_path = self.path / "config.yaml"
+        if resume:
+            if not self.checkpoint.exists():
+                raise NasError(f"{self.path}: nothing to resume (no checkpoint.pt)")
+            saved = read_yaml(config_path, "run config") or {}
+            keys = ("command", "space", "data", "seed", "world_size")
+            changed = [k for k in keys if saved.get(k) != config.get(k)]
+            if changed:
+                k = changed[0]
+                raise NasError(f"{config_path}: cannot resume with a different {k} "
+                               f"({saved.get(k)!r} in the run, {config.get(k)!r} now)")
+            return
+        if self.checkpoint.exists():
+            raise NasError(f"{self.path} already holds a run; pass --resume to continue it or choose another --run")
+        if self.env.is_main:
+            self.path.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(config_path, dump_yaml(config))
+            self.metrics.unlink(missing_ok=True)
+        self.env.barrier()
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.env.is_main:
+            with self.metrics.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    def truncate_metrics(self, step: int) -> None:
+        """Drop metric lines written after the checkpoint a resumed run starts from."""
+        if not self.env.is_main or not self.metrics.exists():
+            return
+        kept = [line for line in self.metrics.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        write_text_atomic(self.metrics, "".join(line + "\n" for line in kept))
+
+    def write_json(self, name: str, data: Any) -> None:
+        if self.env.is_main:
+            write_text_atomic(self.path / name, json.dumps(data, indent=1) + "\n")
+
+
+def param_groups(params: list[tuple[str, nn.Parameter]], weight_decay: float, no_decay: set[str]):
+    """AdamW groups: no weight decay for biases, norms, layer scales and attention biases (timm's rule)."""
+    decay, no = [], []
+    for name, p in params:
+        if not p.requires_grad:
+            continue
+        (no if p.ndim <= 1 or name.endswith(".bias") or name in no_decay else decay).append(p)
+    return [{"params": no, "weight_decay": 0.0}, {"params": decay, "weight_decay": weight_decay}]
+
+
+def classification_loss(recipe: Recipe, num_classes: int):
+    """(mixup_fn or None, loss(logits, targets)) as the recipe says, from timm."""
+    from timm.data import Mixup
+    from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+
+    if recipe.mixup > 0 or recipe.cutmix > 0:
+        mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.label_smoothing,
+                      num_classes=num_classes)
+        return mixup, SoftTargetCrossEntropy()
+    if recipe.label_smoothing > 0:
+        return None, LabelSmoothingCrossEntropy(recipe.label_smoothing)
+    return None, nn.CrossEntropyLoss()
+
+
+def soft_cross_entropy(logits: torch.Tensor, soft_targets: torch.Tensor) -> torch.Tensor:
+    """In-place distillation loss: cross-entropy to the largest sub-network's probabilities."""
+    return torch.sum(-soft_targets * F.log_softmax(logits, dim=-1), dim=-1).mean()
+
+
+def load_teacher(recipe: Recipe, num_classes: int, device) -> nn.Module | None:
+    """A timm teacher for hard distillation (``recipe.teacher``), with its checkpoint if given."""
+    if not recipe.teacher:
+        return None
+    import timm
+
+    try:
+        teacher = timm.create_model(recipe.teacher, num_classes=num_classes)
+    except Exception as exc:  # noqa: BLE001
+        raise NasError(f"teacher: timm cannot build {recipe.teacher!r}: {exc}") from None
+    if recipe.teacher_checkpoint:
+        state = load_checkpoint(Path(recipe.teacher_checkpoint))
+        state = state.get("model", state.get("state_dict", state))
+        try:
+            teacher.load_state_dict(state)
+        except RuntimeError as exc:
+            raise NasError(f"{recipe.teacher_checkpoint}: does not fit {recipe.teacher}: "
+                           f"{str(exc).splitlines()[0]}") from None
+    else:
+        log.warning("teacher %s has no checkpoint: distilling from random weights", recipe.teacher)
+    return teacher.to(device).eval()

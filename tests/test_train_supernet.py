@@ -1,0 +1,158 @@
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas import NasError, load_space
+from nas.cli import main
+from nas.recipe import load_recipe
+from nas.train.supernet import gumbel_temperature, train_supernet
+
+CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
+QUICK = ["--epochs", "1", "--batch-size", "32", "--bn-calib-batches", "1", "--eval-batch-size", "64",
+         "--log-every", "2"]
+
+
+def cli(*argv):
+    return [sys.executable, "-m", "nas", *argv]
+
+
+@pytest.fixture(scope="module")
+def cifar_slice(tmp_path_factory):
+    """A real-image folder: 3 CIFAR-10 classes, 40 training and 10 test images each (links)."""
+    if not CIFAR.is_dir():
+        pytest.skip(f"{CIFAR} is not here")
+    root = tmp_path_factory.mktemp("cifar-slice")
+    for split, n in (("train", 40), ("test", 10)):
+        for cls in ("airplane", "cat", "ship"):
+            (root / split / cls).mkdir(parents=True)
+            for src in sorted((CIFAR / split / cls).iterdir())[:n]:
+                (root / split / cls / src.name).symlink_to(src)
+    return root
+
+
+def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo",
+                 "--data", str(cifar_slice), "--run", str(run), "--json", *QUICK]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["train_split"] + result["search_split"] == 120 and result["chance"] == pytest.approx(1 / 3)
+    assert 0 <= result["largest_top1"] <= 1 and 0 <= result["smallest_top1"] <= 1
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert {"loss", "lr", "images_per_s"} <= set(records[0]) and records[-1]["final"]
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert state["step"] == result["step"] and state["space"] == "efficientformerv2-tiny"
+    assert (run / "config.yaml").exists() and (run / "result.json").exists()
+
+
+def test_swiftformer_sandwich_and_teacher_distillation(tmp_path):
+    recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, teacher="resnet18", bn_calib_batches=1)
+    result = train_supernet(load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3,
+                            progress=False)
+    assert result["step"] == 3 and "largest_top1" in result
+
+
+def test_gumbel_training_saves_alpha_and_importance(tmp_path):
+    recipe = dataclasses.replace(load_recipe("demo"), epochs=2, batch_size=32, bn_calib_batches=1, alpha_lr=0.05)
+    result = train_supernet(load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6,
+                            progress=False)
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    alphas = [v for k, v in state["model"].items() if k.startswith("arch_logits")]
+    assert len(alphas) == 4 and any(a.abs().sum() > 0 for a in alphas)  # α moved from zero
+    assert state["temperature"] < recipe.gumbel_tau_start
+    readable = json.loads((tmp_path / "run" / "importance.json").read_text())
+    assert readable["step"] == 6 and len(readable["blocks"]) == 4
+    assert result["importance"]["stages"] == readable["stages"]
+
+
+def test_temperature_anneals_exponentially():
+    recipe = load_recipe("imagenet")
+    assert gumbel_temperature(recipe, 0) == recipe.gumbel_tau_start
+    assert gumbel_temperature(recipe, 1) == pytest.approx(recipe.gumbel_tau_end)
+    assert gumbel_temperature(recipe, 0.5) == pytest.approx((recipe.gumbel_tau_start * recipe.gumbel_tau_end) ** 0.5)
+
+
+def _final_weights(run: Path) -> dict:
+    return torch.load(run / "checkpoint.pt", weights_only=False)["model"]
+
+
+def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
+    args = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--epochs", "2",
+            "--batch-size", "32", "--checkpoint-every", "3", "--bn-calib-batches", "1", "--max-steps", "20"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    subprocess.run(cli(*args, "--run", str(tmp_path / "a")), check=True, env=env, capture_output=True, timeout=600)
+    b = tmp_path / "b"
+    proc = subprocess.Popen(cli(*args, "--run", str(b)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if (b / "checkpoint.pt").exists() and torch.load(b / "checkpoint.pt", weights_only=False)["step"] >= 6:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = torch.load(b / "checkpoint.pt", weights_only=False)["step"]
+    assert 0 < killed_at < 20, "the run was not interrupted"
+    subprocess.run(cli(*args, "--run", str(b), "--resume"), check=True, env=env, capture_output=True, timeout=600)
+    a_weights, b_weights = _final_weights(tmp_path / "a"), _final_weights(b)
+    assert all(torch.equal(a_weights[k], b_weights[k]) for k in a_weights)
+    records = [json.loads(line) for line in (b / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if not r.get("final")]
+    assert steps == sorted(steps) and len(steps) == len(set(steps))  # no duplicated log lines
+    assert sum(bool(r.get("final")) for r in records) == 1
+
+
+def test_two_process_ddp_on_cpu(tmp_path):
+    run = tmp_path / "ddp"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "nas", "--",
+         "train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run),
+         "--batch-size", "16", "--epochs", "1", "--max-steps", "3", "--bn-calib-batches", "1"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "world_size: 2" in (run / "config.yaml").read_text()
+    assert json.loads((run / "result.json").read_text())["step"] == 3
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["efficientformerv2", "--data", "/no/such/folder"], "data folder not found"),
+    (["efficientformerv3"], "unknown family 'efficientformerv3'"),
+    (["efficientformerv2", "--space", "swiftformer-tiny"], "is a swiftformer space, not efficientformerv2"),
+    (["efficientformerv2", "--recipe", "nope"], "unknown recipe 'nope'"),
+    (["efficientformerv2", "--resume"], "nothing to resume"),
+])
+def test_bad_input(tmp_path, capsys, argv, fragment):
+    run = tmp_path / "run"
+    assert main(["train-supernet", *argv, "--run", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
+    assert not run.exists() or not any(run.iterdir())
+
+
+def test_folder_without_images_and_unknown_recipe_field(tmp_path, capsys):
+    (tmp_path / "empty" / "train" / "cat").mkdir(parents=True)
+    assert main(["train-supernet", "efficientformerv2", "--data", str(tmp_path / "empty"),
+                 "--run", str(tmp_path / "run")]) == 2
+    assert "no images" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochs: 1\nlearning_rate: 3\n")
+    assert main(["train-supernet", "efficientformerv2", "--recipe", str(bad), "--run", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'learning_rate'" in err and "allowed keys: epochs" in err
+    with pytest.raises(SystemExit) as info:
+        main(["train-supernet", "efficientformerv2", "--learning-rate", "3"])
+    assert info.value.code == 2
+
+
+def test_existing_run_needs_resume(tmp_path):
+    recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, bn_calib_batches=1)
+    train_supernet(load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False)
+    with pytest.raises(NasError, match="pass --resume"):
+        train_supernet(load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1,
+                       progress=False)
