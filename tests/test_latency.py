@@ -241,3 +241,18 @@ def test_missing_block_rows_are_refused(tmp_path, capsys):
                  "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
     assert "1 of 52 blocks have no latency_ms, e.g. b0007" in err
+
+
+def test_check_table_cli_on_a_measured_table(tiny_table, tmp_path, capsys):
+    path = tiny_table.save(tmp_path / "cpu.json")
+    assert main(["check-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--img-size", "32",
+                 "--table", str(path), "--random", "1", "--repeats", "3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in result["rows"]] == ["efficientformerv2_tiny_max", "efficientformerv2_tiny_min", "random-0"]
+    assert result["median_ape"] == sorted(r["ape"] for r in result["rows"])[1]
+
+
+def test_profile_timm_model_measured_on_cpu(capsys):
+    assert main(["profile", "--timm", "efficientformerv2_s0", "--device", "cpu", "--img-size", "64", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["latency_ms"] > 0 and "measured end to end on cpu" in result["latency_source"]

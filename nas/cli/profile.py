@@ -91,17 +91,16 @@ def run(args: argparse.Namespace) -> int:
 
 def run_timm(args: argparse.Namespace) -> int:
     """Price a timm model: predicted for phones (cost model), measured end to end for local devices."""
-    import timm
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     if not args.device:
         raise NasError("--timm needs --device (e.g. --device iphone12)")
     device = get_device(args.device)
-    from nas.latency.predict import timm_ops
+    from nas.latency.predict import create_timm_model, timm_ops
 
     timm_ops(args.timm, args.img_size)  # one clear error if timm cannot build it
-    meta = timm.create_model(args.timm, device="meta", num_classes=args.num_classes).eval()
+    meta = create_timm_model(args.timm, args.img_size, device="meta", num_classes=args.num_classes).eval()
     params = sum(p.numel() for p in meta.parameters())
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         meta(torch.empty(1, 3, args.img_size, args.img_size, device="meta"))
@@ -116,7 +115,7 @@ def run_timm(args: argparse.Namespace) -> int:
     else:
         from nas.latency.measure import Timer, TimingConfig
 
-        net = timm.create_model(args.timm, num_classes=args.num_classes)
+        net = create_timm_model(args.timm, args.img_size, num_classes=args.num_classes)
         latency = Timer(args.device, TimingConfig()).time(net, torch.randn(1, 3, args.img_size, args.img_size))
         source = f"measured end to end on {args.device} ({device.runtime}, batch 1, 1 thread)"
     result = {"timm_model": args.timm, "img_size": args.img_size, "num_classes": args.num_classes,

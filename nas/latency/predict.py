@@ -58,16 +58,26 @@ def published_csv() -> Path:
     return tables_root() / "published" / "published_latency.csv"
 
 
+def create_timm_model(model_name: str, img_size: int = 224, **kwargs):
+    """``timm.create_model`` for ``img_size`` inputs: models with a fixed grid (attention biases)
+    are built for that size; models without an ``img_size`` argument are built as they are."""
+    import timm
+
+    try:
+        try:
+            return timm.create_model(model_name, pretrained=False, img_size=img_size, **kwargs)
+        except TypeError:
+            return timm.create_model(model_name, pretrained=False, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - timm raises RuntimeError / KeyError for unknown names
+        raise NasError(f"timm cannot build {model_name!r}: {str(exc).splitlines()[0]}") from None
+
+
 @lru_cache(maxsize=None)
 def timm_ops(model_name: str, img_size: int = 224) -> tuple[OpCost, ...]:
     """Operators of a timm model at ``img_size``, re-parameterised first where timm can fuse it."""
-    import timm
     from timm.utils.model import reparameterize_model
 
-    try:
-        model = timm.create_model(model_name, device="meta", pretrained=False)
-    except Exception as exc:  # timm raises RuntimeError / KeyError for unknown names
-        raise NasError(f"timm cannot build {model_name!r}: {exc}") from None
+    model = create_timm_model(model_name, img_size, device="meta")
     try:
         model = reparameterize_model(model)
     except Exception:  # noqa: BLE001 - fusing is best effort; the unfused model is still priceable
