@@ -1,0 +1,73 @@
+"""What a search optimises: MES (higher is better), latency or parameters (lower is better)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.metrics import count_params, mes
+
+OBJECTIVES = ("mes", "latency", "params")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The cost side of a sub-network, known without evaluating it."""
+
+    params: int
+    latency_ms: float | None = None
+
+    @property
+    def mes(self) -> float | None:
+        return None if self.latency_ms is None else mes(self.params, self.latency_ms)
+
+    def to_dict(self) -> dict:
+        return {"params": self.params, "latency_ms": self.latency_ms, "mes": self.mes}
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    target: float
+
+    def __post_init__(self):
+        if self.name not in OBJECTIVES:
+            raise NasError(f"unknown objective {self.name!r}; choose one of {', '.join(OBJECTIVES)}")
+        if not self.target > 0:
+            raise NasError(f"the {self.name} target must be positive, got {self.target}")
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.name == "mes"
+
+    def value(self, cost: Cost) -> float:
+        if self.name == "params":
+            return float(cost.params)
+        if cost.latency_ms is None:
+            raise NasError(f"objective {self.name} needs a latency table (--device)")
+        return cost.mes if self.name == "mes" else cost.latency_ms
+
+    def met(self, cost: Cost) -> bool:
+        v = self.value(cost)
+        return v >= self.target if self.higher_is_better else v <= self.target
+
+    def gain(self, before: Cost, after: Cost) -> float:
+        """Progress towards the target (positive: MES gained, ms or parameters saved)."""
+        d = self.value(after) - self.value(before)
+        return d if self.higher_is_better else -d
+
+    @property
+    def unit(self) -> str:
+        return {"mes": "MES", "latency": "ms", "params": "parameters"}[self.name]
+
+
+def cost_function(table=None, img_size: int = 224, num_classes: int = 1000) -> Callable[[ArchConfig], Cost]:
+    """Exact parameters and (with a latency table) latency of an architecture."""
+
+    def cost(arch: ArchConfig) -> Cost:
+        latency = table.latency(arch) if table is not None else None
+        return Cost(count_params(arch, img_size, num_classes), latency)
+
+    return cost

@@ -1,0 +1,39 @@
+"""Random sub-networks within a budget: the baseline the papers compare searched networks with."""
+
+from __future__ import annotations
+
+import random
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.search.objective import Objective
+from nas.search.greedy import CostFn
+from nas.space import SearchSpace
+
+
+def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
+    """MES in [target, target * (1 + tolerance)]; latency or params in [target * (1 - tolerance), target]."""
+    if objective.higher_is_better:
+        return objective.target <= value <= objective.target * (1 + tolerance)
+    return objective.target * (1 - tolerance) <= value <= objective.target
+
+
+def sample_within_budget(space: SearchSpace, n: int, objective: Objective, cost: CostFn, rng: random.Random,
+                         tolerance: float = 0.05, max_draws: int = 20_000) -> list[ArchConfig]:
+    """``n`` distinct sub-networks drawn uniformly from the space (:meth:`SearchSpace.sample`) whose
+    objective lies within ``tolerance`` of the target, on the side that meets it."""
+    from nas.search.greedy import reachable_range
+
+    lo, hi = sorted(reachable_range(space, cost, objective))
+    if not lo <= objective.target <= hi:
+        raise NasError(f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
+                       f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})")
+    found: dict[str, ArchConfig] = {}
+    for _ in range(max_draws):
+        arch = space.sample(rng)
+        if arch.digest not in found and within_budget(objective, objective.value(cost(arch)), tolerance):
+            found[arch.digest] = arch
+            if len(found) == n:
+                return list(found.values())
+    raise NasError(f"only {len(found)} of {n} random sub-networks of {space.name} met {objective.name} "
+                   f"{objective.target:g} within {100 * tolerance:g}% in {max_draws} draws; widen --tolerance")

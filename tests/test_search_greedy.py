@@ -1,0 +1,120 @@
+import random
+
+import pytest
+
+from nas import NasError, load_space
+from nas.latency import LatencyTable
+from nas.search.greedy import greedy_slim, reachable_range
+from nas.search.objective import Cost, Objective, cost_function
+from nas.search.sample import sample_within_budget, within_budget
+
+MINI = """family: efficientformerv2
+stages:
+  - {depths: [1], widths: [8], expansion_ratios: [2]}
+  - {depths: [1], widths: [16], expansion_ratios: [2]}
+  - {depths: [1, 2], widths: [16, 32], expansion_ratios: [2]}
+  - {depths: [1], widths: [32, 48], expansion_ratios: [2]}
+"""
+
+
+@pytest.fixture
+def mini(tmp_path):
+    path = tmp_path / "mini.yaml"
+    path.write_text(MINI)
+    return load_space(path)
+
+
+def toy_cost(arch):
+    return Cost(params=sum(d * w * w for d, w in zip(arch.depths, arch.widths)))
+
+
+def toy_accuracy_fn(evaluated):
+    def accuracy(archs):
+        evaluated.extend(archs)
+        return [0.5 + 0.2 * (a.depths[2] - 1) + 0.001 * a.widths[2] + 0.0005 * a.widths[3] for a in archs]
+    return accuracy
+
+
+def test_greedy_takes_the_smallest_accuracy_drop_per_unit_saved(mini):
+    evaluated = []
+    state = greedy_slim(mini, toy_accuracy_fn(evaluated), toy_cost, Objective("params", 2000))
+    # Step 1: narrowing stage 4 costs 0.008 for 1280 saved (6.3e-6 / unit) beats narrowing stage 3
+    # (0.016 / 1536) and removing a stage-3 block (0.2 / 1024). Step 2: narrow stage 3. 1856 <= 2000.
+    assert [s.action for s in state.steps] == ["narrow stage (stage 4)", "narrow stage (stage 3)"]
+    assert [s.cost.params for s in state.steps] == [3392, 1856]
+    assert [s.gain for s in state.steps] == [1280, 1536]
+    assert state.steps[-1].accuracy == pytest.approx(0.732)
+    assert state.steps[0].delta_accuracy == pytest.approx(0.008)
+    assert len(evaluated) == 1 + 3 + 2  # the start, then only actions that save parameters
+    longer = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700))
+    assert longer.steps[-1].action == "remove block (stage 3 block 2)" and longer.steps[-1].cost.params == 1600
+
+
+def test_unreachable_target_gives_the_range(mini):
+    with pytest.raises(NasError, match=r"params target 1000 is out of reach: .* span params 1600 to 4672"):
+        greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1000))
+    assert reachable_range(mini, toy_cost, Objective("params", 1)) == (4672, 1600)
+
+
+def test_resume_from_saved_state_gives_the_same_path(mini):
+    saved = []
+    full = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700),
+                       on_step=lambda s: saved.append(list(s.steps)))
+    from nas.search.greedy import SearchState
+
+    partial = SearchState(full.start, full.start_accuracy, saved[1])  # stopped after step 1
+    resumed = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700), state=partial)
+    assert [s.arch for s in resumed.steps] == [s.arch for s in full.steps]
+
+
+def test_mes_and_latency_objectives_on_a_real_table():
+    space = load_space("efficientformerv2")
+    cost = cost_function(LatencyTable.load("iphone12", space))
+
+    def accuracy(archs):  # a stand-in that prefers wide, deep networks
+        return [sum(a.depths) / 40 + sum(a.widths) / 2000 for a in archs]
+
+    s0 = space.named("efficientformerv2_s0")
+    mes_state = greedy_slim(space, accuracy, cost, Objective("mes", 150), start=s0)  # S0: 97.7
+    before_last = mes_state.steps[-2].arch if len(mes_state.steps) > 1 else s0
+    assert cost(mes_state.current).mes >= 150 > cost(before_last).mes and mes_state.steps
+    assert all(step.gain > 0 for step in mes_state.steps)
+    lat_state = greedy_slim(space, accuracy, cost, Objective("latency", 0.8), start=s0)
+    assert cost(lat_state.current).latency_ms <= 0.8
+    assert all(b.cost.latency_ms < a.cost.latency_ms for a, b in zip(lat_state.steps, lat_state.steps[1:]))
+
+
+def test_sampling_within_budget_is_seeded(mini):
+    obj = Objective("params", 3400)
+    a = sample_within_budget(mini, 2, obj, toy_cost, random.Random(0), tolerance=0.1)
+    b = sample_within_budget(mini, 2, obj, toy_cost, random.Random(0), tolerance=0.1)
+    assert a == b and len({x.digest for x in a}) == 2
+    assert all(within_budget(obj, toy_cost(x).params, 0.1) for x in a)
+    with pytest.raises(NasError, match="out of reach: .* span params 1600 to 4672"):
+        sample_within_budget(mini, 1, Objective("params", 100), toy_cost, random.Random(0))
+    with pytest.raises(NasError, match="only 0 of 1 random sub-networks"):
+        sample_within_budget(mini, 1, Objective("params", 2000), toy_cost, random.Random(0), tolerance=0.01)
+
+
+def test_objective_errors():
+    with pytest.raises(NasError, match="unknown objective 'speed'"):
+        Objective("speed", 1)
+    with pytest.raises(NasError, match="needs a latency table"):
+        Objective("mes", 100).value(Cost(params=10))
+
+
+def test_sample_cli_writes_arch_yamls(tmp_path, capsys):
+    from nas import ArchConfig
+    from nas.cli import main
+
+    assert main(["sample", "--space", "efficientformerv2", "--objective", "mes", "--target", "100",
+                 "--device", "iphone12", "-n", "2", "--seed", "1", "--out", str(tmp_path), "--json"]) == 0
+    import json
+
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["archs"]) == 2 and all(100 <= a["mes"] <= 105 for a in result["archs"])
+    space = load_space("efficientformerv2")
+    assert all(space.contains(ArchConfig.load(tmp_path / f"random-{i}.yaml")) for i in range(2))
+    assert main(["sample", "--space", "efficientformerv2", "--objective", "mes", "--target", "100",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "needs --device" in capsys.readouterr().err
