@@ -1,0 +1,48 @@
+"""``nas search --supernet RUN --objective mes --target 100 --device iphone12``: greedy slimming."""
+
+from __future__ import annotations
+
+import argparse
+
+from nas.cli.common import add_common, emit, positive_int
+from nas.search.objective import OBJECTIVES, Objective
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("search", help="greedy slimming of a trained supernet to an MES, latency or size target",
+                       description="Starts from the largest sub-network and, at every step, takes the one-step "
+                                   "shrink with the smallest accuracy drop per unit gained (EfficientFormerV2 alg. 1), "
+                                   "until the target is met. Evaluations run in-process (--workers 0) or on Ray.")
+    p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
+    p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
+    p.add_argument("--target", type=float, required=True, help="MES to reach, or ms / parameters to get under")
+    p.add_argument("--device", help="latency table device (needed for mes and latency)")
+    p.add_argument("--img-size", type=positive_int, default=224, help="input size the latency is priced at")
+    p.add_argument("--space", help="check that the supernet's space is this one")
+    p.add_argument("--run", help="search run folder (default: runs/search-OBJECTIVE-TARGET)")
+    p.add_argument("--workers", type=int, default=0, help="Ray workers (0: evaluate in this process)")
+    p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
+    p.add_argument("--bn-calib-batches", type=positive_int, help="override the supernet recipe's")
+    p.add_argument("--resume", action="store_true")
+    add_common(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.search.run import search
+
+    objective = Objective(args.objective, args.target)
+    run_dir = args.run or f"runs/search-{objective.name}-{args.target:g}"
+    result = search(args.supernet, objective, args.device, run_dir, args.img_size, args.workers, args.ray_address,
+                    args.seed, args.resume, args.space, args.bn_calib_batches)
+    lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
+    mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
+    lines = [f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated)",
+             f"arch         {run_dir}/arch.yaml  (digest {result['digest']})",
+             f"top-1        {100 * result['accuracy']:.2f}% on the search split "
+             f"(largest: {100 * result['start_accuracy']:.2f}%)",
+             f"params       {result['params'] / 1e6:.3f} M   latency {lat}   MES {mes}"]
+    if result["latency_source"]:
+        lines.append(f"latency      {result['latency_source']}")
+    emit(result, args.json, lines)
+    return 0

@@ -1,0 +1,99 @@
+"""Sub-network evaluation in-process or on a pool of Ray actors.
+
+Each actor builds its own evaluator (supernet copy and data) once and sets its own torch thread
+count; tasks carry plain data (the architecture as a dict) and return plain results. ``workers=0``
+evaluates in-process; ``workers=N`` starts a local Ray instance for the command; ``address``
+joins an existing cluster. An actor whose process dies is restarted and its task retried, so a
+search's result does not depend on failures.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.search.evaluator import DiskCache, EvalSpec, SubnetEvaluator
+
+log = logging.getLogger(__name__)
+
+
+def _actor_class():
+    import ray
+
+    @ray.remote(max_restarts=4, max_task_retries=4)
+    class EvalActor:
+        def __init__(self, spec: dict, threads: int):
+            import torch
+
+            torch.set_num_threads(threads)
+            self.evaluator = SubnetEvaluator(EvalSpec(**spec))
+
+        def pid(self) -> int:
+            return os.getpid()
+
+        def evaluate(self, arch: dict) -> float:
+            return self.evaluator.accuracy(ArchConfig.from_dict(arch))
+
+    return EvalActor
+
+
+class EvaluatorPool:
+    """``pool(archs) -> accuracies`` with an in-memory and on-disk cache in front."""
+
+    def __init__(self, spec: EvalSpec, workers: int = 0, address: str | None = None, cache: DiskCache | None = None,
+                 threads_per_worker: int = 1):
+        self.spec, self.cache, self.actors, self._started_ray = spec, cache, [], False
+        self.local = None
+        self.evaluations = 0
+        self._memory: dict[str, float] = {}
+        if workers == 0 and address is None:
+            self.local = SubnetEvaluator(spec)
+            return
+        import ray
+
+        if not ray.is_initialized():
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False)
+                else:
+                    ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
+                             configure_logging=False)
+            except ConnectionError as exc:
+                raise NasError(f"cannot reach a Ray cluster at {address}: {exc}") from None
+            self._started_ray = True
+        actor = _actor_class()
+        n = workers or int(ray.cluster_resources().get("CPU", 1))
+        self.actors = [actor.remote(dict(spec.__dict__), threads_per_worker) for _ in range(n)]
+
+    def worker_pids(self) -> list[int]:
+        import ray
+
+        return ray.get([a.pid.remote() for a in self.actors])
+
+    def __call__(self, archs: Sequence[ArchConfig]) -> list[float]:
+        known = self.cache.values if self.cache is not None else self._memory
+        todo = [a for a in dict.fromkeys(archs) if a.digest not in known]
+        if todo:
+            if self.local is not None:
+                results = [self.local.accuracy(a) for a in todo]
+            else:
+                from ray.util import ActorPool
+
+                results = list(ActorPool(self.actors).map(lambda actor, arch: actor.evaluate.remote(arch.to_dict()),
+                                                          todo))
+            self.evaluations += len(todo)
+            for arch, acc in zip(todo, results):
+                if self.cache is not None:
+                    self.cache.add(arch, acc)
+                else:
+                    known[arch.digest] = acc
+        return [known[a.digest] for a in archs]
+
+    def close(self) -> None:
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()

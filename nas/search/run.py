@@ -1,0 +1,133 @@
+"""``nas search``: greedy slimming of a trained supernet to a target, with its outputs.
+
+The run folder gets one JSON line per step (``search.jsonl``), the state after every step
+(``state.json``, for ``--resume``), the cache of evaluated accuracies (``evaluations.jsonl``), the
+chosen ``arch.yaml``, a Markdown summary and a plot of accuracy against the objective along the
+trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from nas.arch import ArchConfig
+from nas.errors import NasError
+from nas.latency import LatencyTable
+from nas.search.evaluator import DiskCache, EvalSpec
+from nas.search.greedy import SearchState, Step, greedy_slim
+from nas.search.objective import Cost, Objective, cost_function
+from nas.search.pool import EvaluatorPool
+from nas.space import load_space
+from nas.typed_yaml import dump_yaml, write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+def _state_to_json(state: SearchState, config: dict) -> str:
+    return json.dumps({"config": config, "start": state.start.to_dict(), "start_accuracy": state.start_accuracy,
+                       "steps": [s.to_dict() for s in state.steps]}, indent=1) + "\n"
+
+
+def _state_from_json(path: Path) -> tuple[SearchState, dict]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    steps = [Step(s["step"], s["action"], ArchConfig.from_dict(s["arch"]), s["accuracy"],
+                  Cost(s["params"], s["latency_ms"]), s["delta_accuracy"], s["gain"], s["candidates"])
+             for s in data["steps"]]
+    return SearchState(ArchConfig.from_dict(data["start"]), data["start_accuracy"], steps), data["config"]
+
+
+def search(supernet_run: str | Path, objective: Objective, device: str | None, run: str | Path,
+           img_size: int = 224, workers: int = 0, ray_address: str | None = None, seed: int = 0,
+           resume: bool = False, space_name: str | None = None, bn_calib_batches: int | None = None) -> dict[str, Any]:
+    spec = EvalSpec.from_run(supernet_run, bn_calib_batches)
+    space = load_space(spec.space)
+    if space_name and load_space(space_name).name != space.name:
+        raise NasError(f"--space {space_name} does not match the supernet run's space {space.name}")
+    if objective.name != "params" and not device:
+        raise NasError(f"objective {objective.name} needs --device (a latency table)")
+    table = LatencyTable.load(device, space, img_size) if device else None
+    import torch
+
+    num_classes = torch.load(spec.checkpoint, map_location="cpu", weights_only=False)["num_classes"]
+    cost = cost_function(table, img_size, num_classes)  # parameters of the network the run trains
+    run = Path(run)
+    config = {"command": "search", "supernet": str(supernet_run), "space": space.name, "objective": objective.name,
+              "target": objective.target, "device": device, "img_size": img_size, "seed": seed,
+              "num_classes": num_classes,
+              "latency_source": table.describe_source() if table else None}
+    state_path = run / "state.json"
+    state = None
+    if resume:
+        if not state_path.exists():
+            raise NasError(f"{run}: nothing to resume (no state.json)")
+        state, saved = _state_from_json(state_path)
+        changed = [k for k in ("supernet", "space", "objective", "target", "device", "img_size") if saved.get(k) != config[k]]
+        if changed:
+            raise NasError(f"{state_path}: cannot resume with a different {changed[0]} "
+                           f"({saved.get(changed[0])!r} in the run, {config[changed[0]]!r} now)")
+    elif state_path.exists():
+        raise NasError(f"{run} already holds a search; pass --resume to continue it or choose another --run")
+    run.mkdir(parents=True, exist_ok=True)
+    pool = EvaluatorPool(spec, workers, ray_address, DiskCache(run / "evaluations.jsonl"))
+
+    def save(current: SearchState) -> None:
+        write_text_atomic(state_path, _state_to_json(current, config))
+        write_text_atomic(run / "search.jsonl", "".join(
+            json.dumps({k: v for k, v in s.to_dict().items() if k != "arch"}) + "\n" for s in current.steps))
+
+    try:
+        state = greedy_slim(space, pool, cost, objective, state=state, on_step=save)
+    finally:
+        pool.close()
+    final = state.current
+    final.save(run / "arch.yaml")
+    result = {"arch": final.to_dict(), "digest": final.digest, "accuracy": state.current_accuracy,
+              "start_accuracy": state.start_accuracy, "steps": len(state.steps), **cost(final).to_dict(),
+              "latency_source": config["latency_source"], "evaluations": len(pool.cache.values)}
+    write_text_atomic(run / "result.json", json.dumps(result, indent=1) + "\n")
+    _write_summary(run, state, cost, objective, config)
+    _plot(run, state, cost, objective)
+    return result
+
+
+def _write_summary(run: Path, state: SearchState, cost, objective: Objective, config: dict) -> None:
+    rows = [("start (largest)", state.start, state.start_accuracy)] + [(s.action, s.arch, s.accuracy)
+                                                                        for s in state.steps]
+    lines = [f"# Greedy slimming to {objective.name} {objective.target:g}", "",
+             f"Supernet `{config['supernet']}`, space `{config['space']}`; accuracy: top-1 on the supernet run's "
+             "search split after BatchNorm recalibration (supernet weights, not trained from scratch).", ""]
+    if config["latency_source"]:
+        lines += [f"Latency: {config['latency_source']}.", ""]
+    lines += ["| step | action | top-1 | params (M) | latency (ms) | MES |", "|---|---|---|---|---|---|"]
+    for i, (action, arch, acc) in enumerate(rows):
+        c = cost(arch)
+        lat = f"{c.latency_ms:.3f}" if c.latency_ms is not None else "-"
+        m = f"{c.mes:.1f}" if c.mes is not None else "-"
+        lines.append(f"| {i} | {action} | {100 * acc:.2f}% | {c.params / 1e6:.3f} | {lat} | {m} |")
+    write_text_atomic(run / "summary.md", "\n".join(lines) + "\n")
+    write_text_atomic(run / "config.yaml", dump_yaml(config))
+
+
+def _plot(run: Path, state: SearchState, cost, objective: Objective) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    archs = [state.start] + [s.arch for s in state.steps]
+    accs = [state.start_accuracy] + [s.accuracy for s in state.steps]
+    costs = [cost(a) for a in archs]
+    x = [c.latency_ms for c in costs] if costs[0].latency_ms is not None else [c.params / 1e6 for c in costs]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(x, [100 * a for a in accs], "o-")
+    ax.annotate("largest", (x[0], 100 * accs[0]))
+    ax.set_xlabel("latency (ms)" if costs[0].latency_ms is not None else "parameters (M)")
+    ax.set_ylabel("top-1 on the search split (%)")
+    ax.set_title(f"greedy slimming to {objective.name} {objective.target:g}")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(run / "trajectory.png", dpi=120)
+    plt.close(fig)

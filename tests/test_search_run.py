@@ -1,0 +1,88 @@
+import json
+import os
+import signal
+
+import pytest
+
+from nas import ArchConfig, NasError, load_space
+from nas.cli import main
+from nas.search.evaluator import EvalSpec
+from nas.search.greedy import greedy_slim
+from nas.search.objective import Objective, cost_function
+from nas.search.pool import EvaluatorPool
+
+
+@pytest.fixture(scope="module")
+def supernet_run(tmp_path_factory):
+    """A (briefly) trained tiny supernet on the built-in digits."""
+    run = tmp_path_factory.mktemp("supernet") / "run"
+    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run),
+                 "--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1"]) == 0
+    return run
+
+
+def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
+    out = tmp_path / "search"
+    argv = ["search", "--supernet", str(supernet_run), "--objective", "mes", "--target", "400", "--device",
+            "iphone12", "--run", str(out), "--bn-calib-batches", "1", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["mes"] >= 400 and "predicted on iphone12" in result["latency_source"]
+    steps = [json.loads(line) for line in (out / "search.jsonl").read_text().splitlines()]
+    assert len(steps) == result["steps"] > 0
+    assert {"action", "delta_accuracy", "gain", "accuracy", "params", "latency_ms", "mes"} <= set(steps[0])
+    assert ArchConfig.load(out / "arch.yaml").digest == result["digest"]
+    assert (out / "trajectory.png").stat().st_size > 0 and "| step |" in (out / "summary.md").read_text()
+    assert main(argv) == 2  # the folder holds a search
+    assert "pass --resume" in capsys.readouterr().err
+    # Resume from the state after step 1: the same path, with cached evaluations.
+    state = json.loads((out / "state.json").read_text())
+    state["steps"] = state["steps"][:1]
+    (out / "state.json").write_text(json.dumps(state))
+    assert main(argv + ["--resume"]) == 0
+    assert json.loads(capsys.readouterr().out)["digest"] == result["digest"]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--objective", "mes", "--target", "5000", "--device", "iphone12"], "out of reach"),
+    (["--objective", "mes", "--target", "100"], "needs --device"),
+    (["--objective", "speed", "--target", "1"], "unknown objective 'speed'"),
+    (["--objective", "latency", "--target", "1", "--device", "iphone99"], "unknown device 'iphone99'"),
+    (["--objective", "params", "--target", "1e5", "--space", "swiftformer"], "does not match"),
+])
+def test_search_bad_input(supernet_run, tmp_path, capsys, argv, fragment):
+    assert main(["search", "--supernet", str(supernet_run), "--run", str(tmp_path / "s"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
+
+
+def test_not_a_supernet_run(tmp_path, capsys):
+    assert main(["search", "--supernet", str(tmp_path), "--objective", "params", "--target", "1e5"]) == 2
+    assert "not a trained supernet run" in capsys.readouterr().err
+
+
+def test_ray_pool_survives_a_killed_worker(supernet_run):
+    space = load_space("efficientformerv2-tiny")
+    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1)
+    cost = cost_function(None, 224, 10)
+    objective = Objective("params", 250_000)
+    local = greedy_slim(space, EvaluatorPool(spec, workers=0), cost, objective)
+
+    pool = EvaluatorPool(spec, workers=2)
+    try:
+        pids = pool.worker_pids()
+        assert len(set(pids)) == 2
+        calls = []
+
+        def accuracy(archs):
+            calls.append(len(archs))
+            if len(calls) == 3:  # mid-search: kill one worker process
+                os.kill(pids[0], signal.SIGKILL)
+            return pool(archs)
+
+        distributed = greedy_slim(space, accuracy, cost, objective)
+        assert pool.worker_pids()[0] != pids[0]  # the actor was restarted
+    finally:
+        pool.close()
+    assert [s.arch for s in distributed.steps] == [s.arch for s in local.steps]
+    assert [s.accuracy for s in distributed.steps] == [s.accuracy for s in local.steps]
