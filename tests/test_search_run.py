@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from nas import ArchConfig, NasError, load_space
+from nas import ArchConfig, load_space
 from nas.cli import main
 from nas.search.evaluator import EvalSpec
 from nas.search.greedy import greedy_slim
@@ -86,3 +86,30 @@ def test_ray_pool_survives_a_killed_worker(supernet_run):
         pool.close()
     assert [s.arch for s in distributed.steps] == [s.arch for s in local.steps]
     assert [s.accuracy for s in distributed.steps] == [s.accuracy for s in local.steps]
+
+
+@pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer-tiny", "swiftformer-tiny"])
+def test_trial_architectures_are_valid(space_name):
+    import optuna
+
+    from nas.search.nsga import arch_from_trial
+
+    space = load_space(space_name)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(30):
+        trial = study.ask()
+        assert space.contains(arch_from_trial(space, trial))
+        study.tell(trial, 0.0)
+
+
+def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys):
+    out = tmp_path / "nsga"
+    assert main(["search", "--supernet", str(supernet_run), "--strategy", "optuna", "--trials", "6",
+                 "--objective", "mes", "--target", "400", "--device", "iphone12", "--run", str(out),
+                 "--bn-calib-batches", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    front = result["pareto"]
+    assert front and all(set(r) >= {"accuracy", "latency_ms", "params", "mes", "arch"} for r in front)
+    assert [r["latency_ms"] for r in front] == sorted(r["latency_ms"] for r in front)
+    assert len((out / "trials.jsonl").read_text().splitlines()) == 6
+    assert (out / "pareto.yaml").exists() and (out / "pareto.png").stat().st_size > 0

@@ -23,6 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--workers", type=int, default=0, help="Ray workers (0: evaluate in this process)")
     p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     p.add_argument("--bn-calib-batches", type=positive_int, help="override the supernet recipe's")
+    p.add_argument("--strategy", default="greedy", choices=("greedy", "optuna"),
+                   help="greedy slimming (default) or optuna NSGA-II over accuracy and latency")
+    p.add_argument("--trials", type=positive_int, default=64, help="optuna trials (default 64)")
     p.add_argument("--resume", action="store_true")
     add_common(p)
     p.set_defaults(handler=run)
@@ -34,7 +37,15 @@ def run(args: argparse.Namespace) -> int:
     objective = Objective(args.objective, args.target)
     run_dir = args.run or f"runs/search-{objective.name}-{args.target:g}"
     result = search(args.supernet, objective, args.device, run_dir, args.img_size, args.workers, args.ray_address,
-                    args.seed, args.resume, args.space, args.bn_calib_batches)
+                    args.seed, args.resume, args.space, args.bn_calib_batches, args.strategy, args.trials)
+    if args.strategy == "optuna":
+        lines = [f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated)",
+                 f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png"]
+        lines += [f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
+                  + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
+                  for r in result["pareto"]]
+        emit(result, args.json, lines)
+        return 0
     lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
     mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
     lines = [f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated)",

@@ -41,7 +41,8 @@ def _state_from_json(path: Path) -> tuple[SearchState, dict]:
 
 def search(supernet_run: str | Path, objective: Objective, device: str | None, run: str | Path,
            img_size: int = 224, workers: int = 0, ray_address: str | None = None, seed: int = 0,
-           resume: bool = False, space_name: str | None = None, bn_calib_batches: int | None = None) -> dict[str, Any]:
+           resume: bool = False, space_name: str | None = None, bn_calib_batches: int | None = None,
+           strategy: str = "greedy", trials: int = 64) -> dict[str, Any]:
     spec = EvalSpec.from_run(supernet_run, bn_calib_batches)
     space = load_space(spec.space)
     if space_name and load_space(space_name).name != space.name:
@@ -68,10 +69,20 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
         if changed:
             raise NasError(f"{state_path}: cannot resume with a different {changed[0]} "
                            f"({saved.get(changed[0])!r} in the run, {config[changed[0]]!r} now)")
-    elif state_path.exists():
+    elif state_path.exists() or (run / "trials.jsonl").exists():
         raise NasError(f"{run} already holds a search; pass --resume to continue it or choose another --run")
     run.mkdir(parents=True, exist_ok=True)
     pool = EvaluatorPool(spec, workers, ray_address, DiskCache(run / "evaluations.jsonl"))
+    if strategy == "optuna":
+        from nas.search.nsga import nsga_search
+
+        try:
+            front = nsga_search(space, pool, cost, trials, seed, run)
+        finally:
+            pool.close()
+        write_text_atomic(run / "config.yaml", dump_yaml(dict(config, strategy="optuna", trials=trials)))
+        return {"strategy": "optuna", "trials": trials, "pareto": front, "evaluations": len(pool.cache.values),
+                "latency_source": config["latency_source"]}
 
     def save(current: SearchState) -> None:
         write_text_atomic(state_path, _state_to_json(current, config))

@@ -1,0 +1,104 @@
+"""Multi-objective search with optuna's NSGA-II: accuracy up, latency (or parameters) down.
+
+Each trial proposes one value per choice of the space (depth, width and attention count per
+stage; block type per position for EfficientFormer; expansion ratio per block slot); values that
+do not fit together are repaired (attention capped by depth, EfficientFormer's 3D blocks moved
+behind its 4D ones). Accuracies come from the same evaluator and cache as the greedy search.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from nas.arch import ArchConfig
+from nas.search.greedy import AccuracyFn, CostFn
+from nas.space import FAMILY_RULES, SearchSpace
+from nas.typed_yaml import dump_yaml, write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+def arch_from_trial(space: SearchSpace, trial) -> ArchConfig:
+    depths, widths, attention, hidden, types = [], [], [], [], []
+    block_choice = FAMILY_RULES[space.family].block_choice
+    for s, st in enumerate(space.stages):
+        width = trial.suggest_categorical(f"s{s}_width", list(st.widths))
+        if block_choice:
+            allowed = ["mb4d", "skip"] + (["mb3d"] if st.max_attention > 0 else [])
+            chosen = [trial.suggest_categorical(f"s{s}_p{j}", allowed) for j in range(st.max_depth)]
+            kept = [j for j, t in enumerate(chosen) if t != "skip"] or [0]
+            kept = kept[:st.max_depth]
+            while len(kept) not in st.depths:  # repair to an allowed depth
+                kept = kept[:-1] if len(kept) > max(st.depths) else kept + [j for j in range(st.max_depth)
+                                                                            if j not in kept][:1]
+            n3d = min(sum(chosen[j] == "mb3d" for j in kept), st.max_attention)
+            n3d = max(a for a in st.attention_choices(len(kept)) if a <= n3d)
+            stage_types = ["skip"] * st.max_depth
+            for i, j in enumerate(sorted(kept)):
+                stage_types[j] = "mb3d" if i >= len(kept) - n3d else "mb4d"
+            types.append(tuple(stage_types))
+            depth, att, slots = len(kept), n3d, sorted(kept)
+        else:
+            from nas.space import block_slots
+
+            depth = trial.suggest_categorical(f"s{s}_depth", list(st.depths))
+            att = trial.suggest_categorical(f"s{s}_attention", list(st.attention))
+            att = max(a for a in st.attention_choices(depth) if a <= min(att, depth))
+            slots = block_slots(depth, att, st.max_depth)
+        ratios = [trial.suggest_categorical(f"s{s}_slot{k}_ratio", list(st.ratios_at(k))) for k in range(st.max_depth)]
+        depths.append(depth)
+        widths.append(width)
+        attention.append(att)
+        hidden.append(tuple(ratios[k] * width for k in slots))
+    arch = ArchConfig(space.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden), tuple(types))
+    return space.validate(arch)
+
+
+def nsga_search(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, trials: int, seed: int, run: Path,
+                population: int = 16) -> list[dict]:
+    """Run NSGA-II for ``trials`` trials; write trials.jsonl, pareto.yaml and pareto.png; return the front."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    uses_latency = cost(space.smallest()).latency_ms is not None
+    study = optuna.create_study(directions=["maximize", "minimize"],
+                                sampler=optuna.samplers.NSGAIISampler(population_size=population, seed=seed))
+    records: list[dict] = []
+
+    def objective(trial):
+        arch = arch_from_trial(space, trial)
+        acc = accuracy([arch])[0]
+        c = cost(arch)
+        records.append({"trial": trial.number, "accuracy": acc, **c.to_dict(), "digest": arch.digest,
+                        "arch": arch.to_dict()})
+        return acc, (c.latency_ms if uses_latency else c.params)
+
+    study.optimize(objective, n_trials=trials)
+    write_text_atomic(run / "trials.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    front_ids = {t.number for t in study.best_trials}
+    front = sorted((r for r in records if r["trial"] in front_ids),
+                   key=lambda r: r["latency_ms"] if uses_latency else r["params"])
+    write_text_atomic(run / "pareto.yaml", dump_yaml(front))
+    _plot(run, records, front, uses_latency)
+    return front
+
+
+def _plot(run: Path, records: list[dict], front: list[dict], uses_latency: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    key = "latency_ms" if uses_latency else "params"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([r[key] for r in records], [100 * r["accuracy"] for r in records], s=10, alpha=0.4, label="trials")
+    ax.plot([r[key] for r in front], [100 * r["accuracy"] for r in front], "o-", color="C3", label="Pareto front")
+    ax.set_xlabel("latency (ms)" if uses_latency else "parameters")
+    ax.set_ylabel("top-1 on the search split (%)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(run / "pareto.png", dpi=120)
+    plt.close(fig)
