@@ -118,3 +118,19 @@ def test_sample_cli_writes_arch_yamls(tmp_path, capsys):
     assert main(["sample", "--space", "efficientformerv2", "--objective", "mes", "--target", "100",
                  "--out", str(tmp_path / "x")]) == 2
     assert "needs --device" in capsys.readouterr().err
+
+
+def test_efficientformer_latency_slimming_uses_importance():
+    from nas.search.greedy import efficientformer_actions
+
+    space = load_space("efficientformer-tiny")
+    arch = space.largest()  # every position kept; MB3D: 1 in stage 3, 3 in stage 4
+    blocks = [[0.9, 0.8], [0.9, 0.9], [0.7, 0.2, 0.9], [0.95, 0.9, 0.9]]  # stage 3 position 2 least important
+    stages = [0.85, 0.9, 0.6, 0.92]
+    actions = efficientformer_actions(space, blocks, stages)(arch)
+    kinds = [(a.kind, a.stage) for a, _ in actions]
+    assert kinds == [("remove_block", 2), ("remove_attention", 2), ("narrow_stage", 2)]
+    skipped = actions[0][1]
+    assert skipped.block_types[2] == ("mb4d", "skip", "mb3d")
+    assert actions[1][1].block_types[2] == ("mb4d", "mb4d", "mb4d")
+    assert actions[2][1].widths[2] == arch.widths[2] - 16

@@ -104,3 +104,26 @@ def greedy_slim(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, objectiv
         if on_step:
             on_step(state)
     return state
+
+
+def efficientformer_actions(space: SearchSpace, block_importance, stage_importance) -> ActionsFn:
+    """EfficientFormer's latency-driven slimming (§4.2, alg. 1) considers three actions at a time:
+    skip the least important block, remove the first MB3D (it becomes MB4D), and shrink the least
+    important stage by one width step (16). Importance comes from the supernet's α."""
+
+    def actions(arch: ArchConfig) -> list[tuple[Action, ArchConfig]]:
+        frontier = list(space.shrink_actions(arch))
+        chosen = []
+        removals = [(block_importance[a.stage][space.slots(arch, a.stage)[a.block]], i)
+                    for i, (a, _) in enumerate(frontier) if a.kind == "remove_block"]
+        if removals:
+            chosen.append(frontier[min(removals)[1]])
+        mb3d = [(a.stage, i) for i, (a, _) in enumerate(frontier) if a.kind == "remove_attention"]
+        if mb3d:
+            chosen.append(frontier[min(mb3d)[1]])
+        narrows = [(stage_importance[a.stage], i) for i, (a, _) in enumerate(frontier) if a.kind == "narrow_stage"]
+        if narrows:
+            chosen.append(frontier[min(narrows)[1]])
+        return chosen
+
+    return actions

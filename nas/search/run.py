@@ -89,8 +89,15 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
         write_text_atomic(run / "search.jsonl", "".join(
             json.dumps({k: v for k, v in s.to_dict().items() if k != "arch"}) + "\n" for s in current.steps))
 
+    actions = None
+    if space.family == "efficientformer" and objective.name == "latency":
+        from nas.search.greedy import efficientformer_actions
+
+        importance = torch.load(spec.checkpoint, map_location="cpu", weights_only=False)["importance"]
+        actions = efficientformer_actions(space, importance["blocks"], importance["stages"])
+        config["actions"] = "EfficientFormer alg. 1: least important block, first MB3D, least important stage"
     try:
-        state = greedy_slim(space, pool, cost, objective, state=state, on_step=save)
+        state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save)
     finally:
         pool.close()
     final = state.current
