@@ -31,6 +31,7 @@ def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     steps = [json.loads(line) for line in (out / "search.jsonl").read_text().splitlines()]
     assert len(steps) == result["steps"] > 0
     assert {"action", "delta_accuracy", "gain", "accuracy", "params", "latency_ms", "mes"} <= set(steps[0])
+    assert steps[0]["latency_source"].startswith("predicted on iphone12")
     assert ArchConfig.load(out / "arch.yaml").digest == result["digest"]
     assert (out / "trajectory.png").stat().st_size > 0 and "| step |" in (out / "summary.md").read_text()
     assert main(argv) == 2  # the folder holds a search

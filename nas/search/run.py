@@ -87,7 +87,8 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
     def save(current: SearchState) -> None:
         write_text_atomic(state_path, _state_to_json(current, config))
         write_text_atomic(run / "search.jsonl", "".join(
-            json.dumps({k: v for k, v in s.to_dict().items() if k != "arch"}) + "\n" for s in current.steps))
+            json.dumps({**{k: v for k, v in s.to_dict().items() if k != "arch"},
+                        "latency_source": config["latency_source"]}) + "\n" for s in current.steps))
 
     actions = None
     if space.family == "efficientformer" and objective.name == "latency":
