@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable
+from typing import Callable, Iterable
 
 import torch
 import torch.nn as nn
 from timm.layers import to_2tuple
 
 from nas.arch import ArchConfig
-from nas.space import SearchSpace
+from nas.signature import BlockSignature
+from nas.space import SearchSpace, StageSpace
 from supernets.elastic_ops import copy_sliced_state
 
 NUM_STAGES = 4
@@ -120,3 +121,23 @@ class ClassifierHead(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x).mean(dim=self.pool_dims)
         return (self.head(x) + self.head_dist(x)) / 2
+
+
+def enumerate_signatures(space: SearchSpace, img_size, num_classes: int, in_chans: int,
+                         downsample_kind: Callable[[int], str],
+                         stage_blocks: Callable[[int, StageSpace, int, tuple[int, int]], Iterable[BlockSignature]]
+                         ) -> set[BlockSignature]:
+    """Every block signature some sub-network of ``space`` contains: the stem at every stage-1
+    width, every downsampling between every pair of widths, the blocks ``stage_blocks`` lists for
+    every stage width, and the head at every last-stage width."""
+    size = to_2tuple(img_size)
+    res = stage_resolutions(size)
+    sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
+    for s, st in enumerate(space.stages):
+        if s > 0:
+            sigs |= {BlockSignature(downsample_kind(s), w_in, w, 0, res[s - 1], 2)
+                     for w_in in space.stages[s - 1].widths for w in st.widths}
+        for w in st.widths:
+            sigs |= set(stage_blocks(s, st, w, res[s]))
+    sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}
+    return sigs

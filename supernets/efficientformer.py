@@ -38,7 +38,7 @@ from timm.models.efficientformer import (
 from nas.arch import BLOCK_TYPES, ArchConfig
 from nas.signature import BlockSignature
 from nas.space import FAMILY_RULES, SearchSpace, slots_of_types
-from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, extract_static, stage_resolutions
+from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, enumerate_signatures, extract_static, stage_resolutions
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -484,21 +484,15 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
 
 def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> set[BlockSignature]:
     """Every block signature that some sub-network of ``space`` contains, layout changes included."""
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
-    for s, st in enumerate(space.stages):
-        if s > 0:
-            sigs |= {BlockSignature("downsample", w_in, w, 0, res[s - 1], 2)
-                     for w_in in space.stages[s - 1].widths for w in st.widths}
-        for w in st.widths:
-            for r in st.expansion_ratios:
-                sigs.add(BlockSignature("mb4d", w, w, r * w, res[s]))
-                if st.max_attention > 0:
-                    sigs.add(BlockSignature("mb3d", w, w, r * w, res[s]))
-            if st.max_attention > 0 or s == NUM_STAGES - 1:
-                sigs.add(BlockSignature("to_tokens", w, w, 0, res[s]))
-            if st.max_attention > 0 and s < NUM_STAGES - 1:
-                sigs.add(BlockSignature("to_maps", w, w, 0, res[s]))
-    sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}
-    return sigs
+
+    def blocks(s, st, w, res):
+        for r in st.expansion_ratios:
+            yield BlockSignature("mb4d", w, w, r * w, res)
+            if st.max_attention > 0:
+                yield BlockSignature("mb3d", w, w, r * w, res)
+        if st.max_attention > 0 or s == NUM_STAGES - 1:
+            yield BlockSignature("to_tokens", w, w, 0, res)
+        if st.max_attention > 0 and s < NUM_STAGES - 1:
+            yield BlockSignature("to_maps", w, w, 0, res)
+
+    return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "downsample", blocks)

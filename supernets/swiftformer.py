@@ -32,7 +32,7 @@ from timm.models.swiftformer import (
 from nas.arch import ArchConfig
 from nas.signature import BlockSignature
 from nas.space import SearchSpace, block_slots
-from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, extract_static, slot_key_map, stage_resolutions
+from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, enumerate_signatures, extract_static, slot_key_map, stage_resolutions
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -315,17 +315,11 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
 
 def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> set[BlockSignature]:
     """Every block signature that some sub-network of ``space`` contains."""
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
-    for s, st in enumerate(space.stages):
-        if s > 0:
-            sigs |= {BlockSignature("embedding", w_in, w, 0, res[s - 1], 2)
-                     for w_in in space.stages[s - 1].widths for w in st.widths}
-        for w in st.widths:
-            for r in st.expansion_ratios:
-                sigs.add(BlockSignature("swift_encoder", w, w, r * w, res[s]))
-                if st.max_depth > 1:
-                    sigs.add(BlockSignature("conv_encoder", w, w, r * w, res[s]))
-    sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}
-    return sigs
+
+    def blocks(s, st, w, res):
+        for r in st.expansion_ratios:
+            yield BlockSignature("swift_encoder", w, w, r * w, res)
+            if st.max_depth > 1:
+                yield BlockSignature("conv_encoder", w, w, r * w, res)
+
+    return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "embedding", blocks)
