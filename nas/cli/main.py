@@ -6,11 +6,11 @@ import logging
 import os
 import sys
 
-from nas.cli import build_table, check_table, export_blocks, import_table, profile, sample, search, space, train_supernet
+from nas.cli import build_table, check_table, export, export_blocks, import_table, profile, sample, search, space, train_supernet
 from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
-SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample)
+SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample, export)
 
 
 def build_parser() -> OneLineErrorParser:

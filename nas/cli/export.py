@@ -1,0 +1,36 @@
+"""``nas export ARCH --format onnx|coreml --out PATH``: a deployable file of a fixed architecture."""
+
+from __future__ import annotations
+
+import argparse
+
+from nas.cli.common import add_common, emit, positive_int
+from nas.cli.profile import _find_space
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="export an architecture to ONNX or Core ML",
+                       description="ONNX is checked against PyTorch with ONNX Runtime (max abs difference <= 1e-4); "
+                                   "Core ML is an ML program for iOS 16.")
+    p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
+    p.add_argument("--format", required=True, choices=("onnx", "coreml"))
+    p.add_argument("--out", required=True, help="output file (.onnx) or folder (.mlpackage)")
+    p.add_argument("--checkpoint", help="trained weights (default: freshly initialised)")
+    p.add_argument("--space", help="search space the ARCH belongs to")
+    p.add_argument("--img-size", type=positive_int, default=224)
+    p.add_argument("--num-classes", type=positive_int, default=1000)
+    add_common(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.export import export
+
+    space = _find_space(args.arch, args.space)
+    label, arch = space.resolve(args.arch)
+    result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint)
+    lines = [f"wrote {result['path']} ({label}, {args.format})"]
+    if "max_abs_diff" in result:
+        lines.append(f"ONNX Runtime vs PyTorch: max abs difference {result['max_abs_diff']:.2e}")
+    emit(result, args.json, lines)
+    return 0
