@@ -28,26 +28,34 @@ def load_weights(model: nn.Module, checkpoint: str | Path) -> None:
         raise NasError(f"{checkpoint}: does not fit the architecture: {str(exc).splitlines()[0]}") from None
 
 
+def onnx_bytes(module: nn.Module, x: torch.Tensor, input_name: str = "image") -> bytes:
+    """ONNX (opset 17) of ``module`` traced on ``x``, in memory. The TorchScript exporter is used:
+    it needs no onnxscript, which the dynamo exporter does."""
+    buffer = io.BytesIO()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=17, input_names=[input_name],
+                          output_names=["output"])
+    return buffer.getvalue()
+
+
 def export_onnx(model: nn.Module, img_size: int, out: Path, tolerance: float = 1e-4) -> float:
     """Write ONNX (opset 17) atomically and return the max abs difference to PyTorch (ONNX Runtime)."""
     import onnxruntime as ort
 
     model = model.eval()
     x = torch.randn(1, 3, img_size, img_size, generator=torch.Generator().manual_seed(0))
-    buffer = io.BytesIO()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17, input_names=["image"],
-                          output_names=["logits"])
+    data = onnx_bytes(model, x, "image")
+    with torch.no_grad():
         expected = model(x).numpy()
-    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     got = session.run(None, {"image": x.numpy()})[0]
     diff = float(np.abs(got - expected).max())
     if diff > tolerance:
         raise NasError(f"ONNX output differs from PyTorch by {diff:.2e} (> {tolerance:g}); not written")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(buffer.getvalue())
+    tmp.write_bytes(data)
     tmp.replace(out)
     return diff
 

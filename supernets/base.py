@@ -123,6 +123,28 @@ class ClassifierHead(nn.Module):
         return (self.head(x) + self.head_dist(x)) / 2
 
 
+def arch_signatures(arch: ArchConfig, img_size, num_classes: int, in_chans: int,
+                    downsample_kind: Callable[[int], str],
+                    stage_blocks: Callable[[int, tuple[int, int]], Iterable[BlockSignature]]) -> list[BlockSignature]:
+    """The blocks of ``arch`` in forward order: stem, per stage its downsampling (stages 2-4) and
+    the blocks ``stage_blocks(stage, resolution)`` lists, then the head."""
+    size = to_2tuple(img_size)
+    res = stage_resolutions(size)
+    sigs = [BlockSignature("stem", in_chans, arch.widths[0], 0, size, 4)]
+    for s in range(NUM_STAGES):
+        if s > 0:
+            sigs.append(BlockSignature(downsample_kind(s), arch.widths[s - 1], arch.widths[s], 0, res[s - 1], 2))
+        sigs.extend(stage_blocks(s, res[s]))
+    sigs.append(BlockSignature("head", arch.widths[-1], num_classes, 0, res[-1], 1))
+    return sigs
+
+
+def stage_input_resolutions(img_size) -> list[tuple[int, int]]:
+    """Feature-map size entering each stage (timm's ``resolution`` argument of a stage)."""
+    res = stage_resolutions(img_size)
+    return [res[0]] + res[:-1]
+
+
 def enumerate_signatures(space: SearchSpace, img_size, num_classes: int, in_chans: int,
                          downsample_kind: Callable[[int], str],
                          stage_blocks: Callable[[int, StageSpace, int, tuple[int, int]], Iterable[BlockSignature]]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import Mlp, calculate_drop_path_rates, to_2tuple, trunc_normal_
+from timm.layers import Mlp, calculate_drop_path_rates, trunc_normal_
 from timm.models.efficientformer import (
     Attention,
     ConvMlpWithNorm,
@@ -38,7 +38,15 @@ from timm.models.efficientformer import (
 from nas.arch import BLOCK_TYPES, ArchConfig
 from nas.signature import BlockSignature
 from nas.space import FAMILY_RULES, SearchSpace, slots_of_types
-from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, enumerate_signatures, extract_static, stage_resolutions
+from supernets.base import (
+    NUM_STAGES,
+    ClassifierHead,
+    SupernetBase,
+    arch_signatures,
+    enumerate_signatures,
+    extract_static,
+    stage_resolutions,
+)
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -435,23 +443,20 @@ def extract(net: EfficientFormerSupernet, arch: ArchConfig) -> EfficientFormer:
 
 
 def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> list[BlockSignature]:
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = [BlockSignature("stem", in_chans, arch.widths[0], 0, size, 4)]
-    for s in range(NUM_STAGES):
+    """The blocks of ``arch`` in forward order, layout changes included."""
+
+    def stage_blocks(s, res):
         width, depth, att = arch.widths[s], arch.depths[s], arch.attention[s]
-        if s > 0:
-            sigs.append(BlockSignature("downsample", arch.widths[s - 1], width, 0, res[s - 1], 2))
         for b, hidden in enumerate(arch.hidden_widths[s]):
             if b == depth - att:
-                sigs.append(BlockSignature("to_tokens", width, width, 0, res[s]))
-            sigs.append(BlockSignature("mb3d" if b >= depth - att else "mb4d", width, width, hidden, res[s]))
+                yield BlockSignature("to_tokens", width, width, 0, res)
+            yield BlockSignature("mb3d" if b >= depth - att else "mb4d", width, width, hidden, res)
         if att and s < NUM_STAGES - 1:
-            sigs.append(BlockSignature("to_maps", width, width, 0, res[s]))
+            yield BlockSignature("to_maps", width, width, 0, res)
         elif not att and s == NUM_STAGES - 1:
-            sigs.append(BlockSignature("to_tokens", width, width, 0, res[s]))
-    sigs.append(BlockSignature("head", arch.widths[-1], num_classes, 0, res[-1], 1))
-    return sigs
+            yield BlockSignature("to_tokens", width, width, 0, res)
+
+    return arch_signatures(arch, img_size, num_classes, in_chans, lambda s: "downsample", stage_blocks)
 
 
 def input_shape(sig: BlockSignature) -> tuple[int, ...]:

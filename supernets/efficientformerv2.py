@@ -18,7 +18,7 @@ from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import ConvNormAct, calculate_drop_path_rates, get_act_layer, get_norm_layer, to_2tuple, trunc_normal_
+from timm.layers import ConvNormAct, calculate_drop_path_rates, get_act_layer, get_norm_layer, trunc_normal_
 from timm.models.efficientformer_v2 import (
     Attention2d,
     Attention2dDownsample,
@@ -35,7 +35,17 @@ from timm.models.efficientformer_v2 import (
 from nas.arch import ArchConfig
 from nas.signature import BlockSignature
 from nas.space import SearchSpace, block_slots
-from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, enumerate_signatures, extract_static, slot_key_map, stage_resolutions
+from supernets.base import (
+    NUM_STAGES,
+    ClassifierHead,
+    SupernetBase,
+    arch_signatures,
+    enumerate_signatures,
+    extract_static,
+    slot_key_map,
+    stage_input_resolutions,
+    stage_resolutions,
+)
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -257,7 +267,7 @@ class EfficientFormerV2Supernet(SupernetBase):
         dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
         stages = []
         prev = widths[0]
-        resolutions = [stage_resolutions(self.img_size)[0]] + stage_resolutions(self.img_size)[:-1]
+        resolutions = stage_input_resolutions(self.img_size)
         for i, st in enumerate(space.stages):
             ratios = tuple(st.max_hidden(slot) / widths[i] for slot in range(depths[i]))
             stage = EfficientFormerV2Stage(
@@ -306,7 +316,7 @@ class EfficientFormerV2Static(EfficientFormerV2):
                          layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype, **kwargs)
         self.num_vit = tuple(num_vit)
         dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
-        resolutions = [stage_resolutions(img_size)[0]] + stage_resolutions(img_size)[:-1]
+        resolutions = stage_input_resolutions(img_size)
         for i in range(NUM_STAGES):
             if num_vit[i] == max(num_vit):
                 continue
@@ -369,22 +379,17 @@ def extract(net: EfficientFormerV2Supernet, arch: ArchConfig) -> EfficientFormer
 
 def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> list[BlockSignature]:
     """The blocks of ``arch`` in forward order (stem, per stage downsampling and blocks, head)."""
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = [BlockSignature("stem", in_chans, arch.widths[0], 0, size, 4)]
-    for s in range(NUM_STAGES):
-        width = arch.widths[s]
-        if s > 0:
-            kind = "attn_downsample" if s >= 3 else "downsample"
-            sigs.append(BlockSignature(kind, arch.widths[s - 1], width, 0, res[s - 1], 2))
-        depth, att = arch.depths[s], arch.attention[s]
+
+    def stage_blocks(s, res):
+        width, first_mhsa = arch.widths[s], arch.depths[s] - arch.attention[s]
         for b, hidden in enumerate(arch.hidden_widths[s]):
-            if b >= depth - att:
-                sigs.append(BlockSignature("mhsa_ffn", width, width, hidden, res[s], ATTENTION_STRIDE.get(s, 1)))
+            if b >= first_mhsa:
+                yield BlockSignature("mhsa_ffn", width, width, hidden, res, ATTENTION_STRIDE.get(s, 1))
             else:
-                sigs.append(BlockSignature("ffn", width, width, hidden, res[s], 1))
-    sigs.append(BlockSignature("head", arch.widths[-1], num_classes, 0, res[-1], 1))
-    return sigs
+                yield BlockSignature("ffn", width, width, hidden, res, 1)
+
+    return arch_signatures(arch, img_size, num_classes, in_chans,
+                           lambda s: "attn_downsample" if s >= 3 else "downsample", stage_blocks)
 
 
 def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:

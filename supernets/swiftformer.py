@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import to_2tuple, trunc_normal_
+from timm.layers import trunc_normal_
 from timm.models.swiftformer import (
     Block,
     ConvEncoder,
@@ -32,7 +32,7 @@ from timm.models.swiftformer import (
 from nas.arch import ArchConfig
 from nas.signature import BlockSignature
 from nas.space import SearchSpace, block_slots
-from supernets.base import NUM_STAGES, ClassifierHead, SupernetBase, enumerate_signatures, extract_static, slot_key_map, stage_resolutions
+from supernets.base import ClassifierHead, SupernetBase, arch_signatures, enumerate_signatures, extract_static, slot_key_map
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -284,18 +284,12 @@ def extract(net: SwiftFormerSupernet, arch: ArchConfig) -> SwiftFormer:
 
 
 def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> list[BlockSignature]:
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = [BlockSignature("stem", in_chans, arch.widths[0], 0, size, 4)]
-    for s in range(NUM_STAGES):
-        width = arch.widths[s]
-        if s > 0:
-            sigs.append(BlockSignature("embedding", arch.widths[s - 1], width, 0, res[s - 1], 2))
-        last = arch.depths[s] - 1
+    def stage_blocks(s, res):
+        width, last = arch.widths[s], arch.depths[s] - 1
         for b, hidden in enumerate(arch.hidden_widths[s]):
-            sigs.append(BlockSignature("swift_encoder" if b == last else "conv_encoder", width, width, hidden, res[s]))
-    sigs.append(BlockSignature("head", arch.widths[-1], num_classes, 0, res[-1], 1))
-    return sigs
+            yield BlockSignature("swift_encoder" if b == last else "conv_encoder", width, width, hidden, res)
+
+    return arch_signatures(arch, img_size, num_classes, in_chans, lambda s: "embedding", stage_blocks)
 
 
 def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:

@@ -59,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
         "img_size": args.img_size, "num_classes": args.num_classes, **arch.to_dict(),
         "params": params, "macs": macs,
     }
-    result.pop("hidden_widths", None)
-    result["hidden_widths"] = [list(h) for h in arch.hidden_widths]
     lines = [
         f"arch         {label}  (digest {arch.digest})",
         f"family       {arch.family}   space {space.name}",

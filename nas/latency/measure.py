@@ -10,12 +10,10 @@ members and fresh random ones) and reports the median absolute percentage error 
 
 from __future__ import annotations
 
-import io
 import logging
 import random
 import statistics
 import time
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -23,12 +21,12 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn as nn
-from scipy.optimize import nnls
 from tqdm import tqdm
 
 from nas.arch import ArchConfig
 from nas.errors import NasError
 from nas.latency.devices import get_device
+from nas.latency.fit import relative_nnls
 from nas.latency.table import LatencyTable, TableHeader, table_path, today, tool_versions
 from nas.signature import BlockSignature
 from nas.space import SearchSpace
@@ -109,14 +107,12 @@ class Timer:
     def _time_onnx(self, module: nn.Module, x: torch.Tensor) -> float:
         import onnxruntime as ort
 
-        buffer = io.BytesIO()
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter needs no onnxscript
-            torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=17, input_names=["x"])
+        from nas.export import onnx_bytes
+
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.config.threads
         options.inter_op_num_threads = 1
-        session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(onnx_bytes(module, x, "x"), options, providers=["CPUExecutionProvider"])
         feed = {"x": x.numpy()}
         return self._repeat(lambda: session.run(None, feed))
 
@@ -127,12 +123,6 @@ def measure_network(timer: Timer, arch: ArchConfig, img_size: int, num_classes: 
 
     model = build_static(arch, img_size=img_size, num_classes=num_classes)
     return timer.time(model, torch.randn(1, 3, img_size, img_size))
-
-
-def _rel_nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least squares on relative error (rows divided by the target)."""
-    w, _ = nnls(X / y[:, None], np.ones(len(y)))
-    return w
 
 
 @dataclass(frozen=True)
@@ -230,7 +220,7 @@ def build_measured_table(
     sums = np.array([raw_table.latency(a) for a in calib])
     e2e = np.array([measure_network(timer, a, img_size, num_classes)
                     for a in tqdm(calib, desc="calibrate end to end", disable=None if progress else True, leave=False)])
-    scale, offset = _rel_nnls(np.stack([sums, np.ones_like(sums)], axis=1), e2e)
+    scale, offset = relative_nnls(np.stack([sums, np.ones_like(sums)], axis=1), e2e)
     fit_ape = float(np.median(np.abs(scale * sums + offset - e2e) / e2e))
     entries = {k: v * scale for k, v in raw.items()}
     for key in entries:

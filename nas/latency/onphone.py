@@ -21,7 +21,8 @@ import torch
 from nas.arch import ArchConfig
 from nas.errors import NasError
 from nas.latency.devices import get_device
-from nas.latency.measure import _rel_nnls, block_input, reachable_signatures
+from nas.latency.fit import relative_nnls
+from nas.latency.measure import block_input, reachable_signatures
 from nas.latency.table import LatencyTable, TableHeader, table_path, today, tool_versions
 from nas.signature import BlockSignature
 from nas.space import SearchSpace, load_space
@@ -182,7 +183,7 @@ def import_table(csv_path: str | Path, manifest_path: str | Path, out: str | Pat
         sums = np.array([table.latency(arch) for _, arch in networks])
         measured = np.array([timings[item["id"]] for item, _ in networks])
         if len(networks) >= 2:
-            scale, offset = _rel_nnls(np.stack([sums, np.ones_like(sums)], axis=1), measured)
+            scale, offset = relative_nnls(np.stack([sums, np.ones_like(sums)], axis=1), measured)
             entries = {k: v * scale + (offset if k.startswith("head:") else 0.0) for k, v in entries.items()}
             header = replace(header, method=dict(header.method, calibration={
                 "model": "end_to_end = scale * sum(block timings) + offset", "scale": float(scale),

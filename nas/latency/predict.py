@@ -22,10 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
 
 from nas.errors import NasError
 from nas.latency.devices import get_device
+from nas.latency.fit import relative_nnls
 from nas.latency.opcount import OpCost, record_ops
 from nas.latency.table import LatencyTable, TableHeader, tables_root, today, tool_versions
 from nas.signature import BlockSignature
@@ -124,8 +124,7 @@ def _design(facts: list[Fact], grouping: str, ratio: float) -> np.ndarray:
 
 
 def _fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    w, _ = nnls(X / y[:, None], np.ones(len(y)))
-    return w
+    return relative_nnls(X, y)
 
 
 def _loo_errors(X: np.ndarray, y: np.ndarray) -> np.ndarray:

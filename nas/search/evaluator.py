@@ -57,9 +57,8 @@ class SubnetEvaluator:
         from nas.data import calibration_indices, eval_loader, load_splits
 
         self.spec = spec
-        recipe = Recipe(**spec.recipe)
-        if spec.bn_calib_batches is not None:
-            recipe = Recipe(**{**spec.recipe, "bn_calib_batches": spec.bn_calib_batches})
+        overrides = {} if spec.bn_calib_batches is None else {"bn_calib_batches": spec.bn_calib_batches}
+        recipe = Recipe(**{**spec.recipe, **overrides})
         state = load_checkpoint(Path(spec.checkpoint))
         self.space: SearchSpace = load_space(spec.space)
         splits = load_splits(spec.data, recipe, spec.seed)

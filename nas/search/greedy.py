@@ -66,18 +66,22 @@ def reachable_range(space: SearchSpace, cost: CostFn, objective: Objective) -> t
     return objective.value(cost(space.largest())), objective.value(cost(space.smallest()))
 
 
+def require_reachable(space: SearchSpace, cost: CostFn, objective: Objective, start: ArchConfig | None = None) -> None:
+    """A one-line error with the reachable range if no sub-network (slimmed from ``start``) meets the target."""
+    first = objective.value(cost(start or space.largest()))
+    lo, hi = sorted((first, objective.value(cost(space.smallest()))))
+    if not (lo <= objective.target <= hi or objective.met(cost(start or space.largest()))):
+        raise NasError(f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
+                       f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})")
+
+
 def greedy_slim(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, objective: Objective,
                 start: ArchConfig | None = None, actions: ActionsFn | None = None,
                 state: SearchState | None = None, on_step: Callable[[SearchState], None] | None = None,
                 max_steps: int = 10_000) -> SearchState:
     """Slim ``start`` (default: the largest sub-network) until ``objective`` is met."""
     start = start or space.largest()
-    first, last = objective.value(cost(start)), objective.value(cost(space.smallest()))
-    lo, hi = sorted((first, last))
-    reachable = lo <= objective.target <= hi or objective.met(cost(start))
-    if not reachable:
-        raise NasError(f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
-                       f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})")
+    require_reachable(space, cost, objective, start)
     actions = actions or space.shrink_actions
     if state is None:
         state = SearchState(start, accuracy([start])[0])

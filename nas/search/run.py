@@ -52,7 +52,9 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
     table = LatencyTable.load(device, space, img_size) if device else None
     import torch
 
-    num_classes = torch.load(spec.checkpoint, map_location="cpu", weights_only=False)["num_classes"]
+    # Metadata only; every evaluator (one per Ray actor) loads the weights itself.
+    checkpoint = torch.load(spec.checkpoint, map_location="cpu", weights_only=False)
+    num_classes = checkpoint["num_classes"]
     cost = cost_function(table, img_size, num_classes)  # parameters of the network the run trains
     run = Path(run)
     config = {"command": "search", "supernet": str(supernet_run), "space": space.name, "objective": objective.name,
@@ -94,9 +96,10 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
     if space.family == "efficientformer" and objective.name == "latency":
         from nas.search.greedy import efficientformer_actions
 
-        importance = torch.load(spec.checkpoint, map_location="cpu", weights_only=False)["importance"]
+        importance = checkpoint["importance"]
         actions = efficientformer_actions(space, importance["blocks"], importance["stages"])
         config["actions"] = "EfficientFormer alg. 1: least important block, first MB3D, least important stage"
+    del checkpoint
     try:
         state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save)
     finally:

@@ -7,7 +7,7 @@ import random
 from nas.arch import ArchConfig
 from nas.errors import NasError
 from nas.search.objective import Objective
-from nas.search.greedy import CostFn
+from nas.search.greedy import CostFn, require_reachable
 from nas.space import SearchSpace
 
 
@@ -22,12 +22,7 @@ def sample_within_budget(space: SearchSpace, n: int, objective: Objective, cost:
                          tolerance: float = 0.05, max_draws: int = 20_000) -> list[ArchConfig]:
     """``n`` distinct sub-networks drawn uniformly from the space (:meth:`SearchSpace.sample`) whose
     objective lies within ``tolerance`` of the target, on the side that meets it."""
-    from nas.search.greedy import reachable_range
-
-    lo, hi = sorted(reachable_range(space, cost, objective))
-    if not lo <= objective.target <= hi:
-        raise NasError(f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
-                       f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})")
+    require_reachable(space, cost, objective)
     found: dict[str, ArchConfig] = {}
     for _ in range(max_draws):
         arch = space.sample(rng)

@@ -119,10 +119,11 @@ class SupernetTrainer:
 
     def save(self) -> None:
         if self.env.is_main:
-            save_checkpoint(self.folder.checkpoint, self._state())
+            state = self._state()
+            save_checkpoint(self.folder.checkpoint, state)
             if self.gumbel:
                 self.folder.write_json("importance.json", {"step": self.step, "temperature": self.net.temperature,
-                                                           **self.net.importance().to_dict()})
+                                                           **state["importance"]})
         self.env.barrier()
 
     def _restore(self, state: dict[str, Any]) -> None:
