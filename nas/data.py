@@ -108,9 +108,13 @@ class Splits:
         return len(self.train.classes)
 
 
-def load_splits(data: str | None, recipe: Recipe, seed: int) -> Splits:
+def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bool = True) -> Splits:
     """Train, search and validation images. The search split is a seeded ``search_fraction`` of the
-    training images; without a val/ or test/ folder, validation is the search split."""
+    training images; without a val/ or test/ folder, validation is the search split.
+
+    ``hold_out_search=False`` (training a fixed network from scratch) trains on every training
+    image when there is a validation folder to score on; without one, the search split stays held
+    out, since it is then the only place to score."""
     if data is None:
         full = _digits()
         rng = np.random.default_rng(seed)
@@ -141,7 +145,22 @@ def load_splits(data: str | None, recipe: Recipe, seed: int) -> Splits:
     n_search = max(1, int(round(recipe.search_fraction * len(full))))
     search = _subset(full, np.sort(order[:n_search]), "search split")
     train = _subset(full, np.sort(order[n_search:]), "train split")
+    if not hold_out_search and val is not None:
+        train = full
     return Splits(train, search, val if val is not None else search, val_name)
+
+
+def count_classes(data: str | None) -> int:
+    """Number of classes without reading any image (digits: 10)."""
+    if data is None:
+        return 10
+    train = Path(data) / "train"
+    if not train.is_dir():
+        raise NasError(f"{data}: no train/ folder; expected {data}/train/<class>/<image> (and val/ or test/)")
+    classes = [p for p in train.iterdir() if p.is_dir()]
+    if not classes:
+        raise NasError(f"{train}: no class folders; expected {train}/<class>/<image>")
+    return len(classes)
 
 
 def train_transform(recipe: Recipe):
@@ -214,7 +233,7 @@ def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world
     sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
     # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
     # mid-epoch would diverge from an uninterrupted one.
-    loader = DataLoader(dataset, batch_size=recipe.batch_size, sampler=sampler, num_workers=recipe.workers,
+    loader = DataLoader(dataset, batch_size=recipe.batch_size, sampler=sampler, num_workers=recipe.loader_workers,
                         drop_last=True, generator=torch.Generator().manual_seed(seed))
     return loader, sampler, dataset
 
@@ -223,7 +242,7 @@ def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None =
     dataset = ImageDataset(source, eval_transform(recipe))
     if indices is not None:
         dataset = torch.utils.data.Subset(dataset, indices)
-    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, num_workers=recipe.workers)
+    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, num_workers=recipe.loader_workers)
 
 
 def calibration_indices(source: ImageSource, recipe: Recipe, seed: int) -> list[int]:

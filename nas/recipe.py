@@ -46,14 +46,18 @@ class Recipe:
     label_smoothing: float = 0.1
     cache_images: bool = True  # keep decoded images in memory when they fit
     cache_max_mb: int = 4096
-    workers: int = 0
+    loader_workers: int = 0  # DataLoader processes (--workers is Ray's, in search and compare)
+    drop_path: float = 0.0  # stochastic depth (supernets and fixed networks)
     # supernet training
-    drop_path: float = 0.0
     sandwich_random: int = 2  # random sub-networks per step besides the largest and the smallest
     inplace_distill: bool = True  # others learn the largest sub-network's soft outputs
     teacher: str = ""  # timm model name for hard distillation ("" for none)
     teacher_checkpoint: str = ""
     distill_alpha: float = 0.5
+    # exponential moving average of the weights (timm's ModelEmaV3), scored beside the weights
+    model_ema: bool = False
+    model_ema_decay: float = 0.9998
+    model_ema_warmup: bool = True  # decay ramps up over the first steps (short runs need it)
     # EfficientFormer Gumbel-softmax search (§4.2): temperature annealed exponentially
     gumbel_tau_start: float = 5.0
     gumbel_tau_end: float = 0.5
@@ -70,6 +74,15 @@ class Recipe:
 
     def lr_for(self, global_batch: int) -> float:
         return self.lr * global_batch / self.lr_reference_batch
+
+
+#: Recipe keys renamed since runs were written; a saved run's recipe still loads.
+RENAMED_KEYS = {"workers": "loader_workers"}
+
+
+def recipe_from_saved(data: dict) -> Recipe:
+    """The recipe stored in a run (``config.yaml``, a checkpoint or a Ray task), old key names included."""
+    return Recipe(**{RENAMED_KEYS.get(k, k): v for k, v in data.items()})
 
 
 def available_recipes() -> list[str]:

@@ -419,3 +419,33 @@ def load_space(name_or_path: str | os.PathLike) -> SearchSpace:
     if not candidate.exists():
         raise NasError(f"unknown search space {text!r}; available: {_fmt(available_spaces())} (or give a YAML path)")
     return SearchSpace.from_file(candidate)
+
+
+def find_space(arch_spec: str, space_name: str | None = None) -> SearchSpace:
+    """The space an architecture is priced and validated in: ``space_name`` when given; for a named
+    member, the space that names it; for an arch YAML, the space of the search run it was written
+    by (its folder's ``config.yaml``), else the first space of its family that contains it (the
+    family's main space first)."""
+    if space_name:
+        return load_space(space_name)
+    path = Path(arch_spec)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        arch = ArchConfig.load(path)
+        run_config = path.parent / "config.yaml"
+        if run_config.exists():
+            saved = read_yaml(run_config, "run config") or {}
+            if isinstance(saved, dict) and saved.get("space") in available_spaces():
+                return load_space(saved["space"])
+        names = [arch.family] + [n for n in available_spaces() if n != arch.family]
+        for name in names:
+            space = load_space(name)
+            if space.family == arch.family and space.contains(arch):
+                return space
+        load_space(arch.family).validate(arch, where=str(path))  # raises the main space's reason
+        return load_space(arch.family)
+    for name in available_spaces():
+        space = load_space(name)
+        if arch_spec in space.members:
+            return space
+    members = sorted({m for n in available_spaces() for m in load_space(n).members})
+    raise NasError(f"{arch_spec!r} is not a named member of any space ({', '.join(members)}) nor an arch YAML file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, positive_int
-from nas.cli.profile import _find_space
+from nas.space import find_space
 
 
 def add_parser(sub) -> None:
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from nas.export import export
 
-    space = _find_space(args.arch, args.space)
+    space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
     result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint)
     lines = [f"wrote {result['path']} ({label}, {args.format})"]

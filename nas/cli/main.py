@@ -6,18 +6,34 @@ import logging
 import os
 import sys
 
-from nas.cli import build_table, check_table, export, export_blocks, import_table, profile, sample, search, space, train_supernet
+from nas.cli import (
+    build_table,
+    check_table,
+    compare,
+    demo,
+    export,
+    export_blocks,
+    import_table,
+    profile,
+    sample,
+    search,
+    space,
+    train,
+    train_supernet,
+)
 from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
-SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample, export)
+SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample,
+               train, compare, export, demo)
 
 
 def build_parser() -> OneLineErrorParser:
     parser = OneLineErrorParser(
         prog="nas",
         description="Latency-aware architecture search for mobile vision transformers "
-                    "(EfficientFormerV2 supernets, greedy slimming to an MES or latency target).",
+                    "(EfficientFormer, EfficientFormerV2 and SwiftFormer supernets; greedy slimming to an MES, "
+                    "latency or size target; training, comparison and export of the result).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from nas.arch import ArchConfig
 from nas.cli.common import add_common, emit, positive_int
 from nas.cli.space import ATTENTION_LABEL
 from nas.errors import NasError
 from nas.latency import LatencyTable, get_device
 from nas.metrics import count_macs, count_params, mes
-from nas.space import available_spaces, load_space
+from nas.space import find_space
 
 
 def add_parser(sub) -> None:
@@ -30,27 +28,12 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run)
 
 
-def _find_space(arch_spec: str, space_name: str | None):
-    if space_name:
-        return load_space(space_name)
-    path = Path(arch_spec)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return load_space(ArchConfig.load(path).family)
-    for name in available_spaces():
-        space = load_space(name)
-        if arch_spec in space.members:
-            return space
-    members = sorted({m for n in available_spaces() for m in load_space(n).members})
-    raise NasError(f"{arch_spec!r} is not a named member of any space ({', '.join(members)}) "
-                   "nor an arch YAML file")
-
-
 def run(args: argparse.Namespace) -> int:
     if args.timm:
         return run_timm(args)
     if not args.arch:
         raise NasError("give ARCH (a named member or an arch YAML) or --timm MODEL")
-    space = _find_space(args.arch, args.space)
+    space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
     params = count_params(arch, args.img_size, args.num_classes)
     macs = count_macs(arch, args.img_size, args.num_classes)

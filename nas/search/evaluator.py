@@ -7,6 +7,7 @@ plain data (:class:`EvalSpec`), so Ray actors can each build their own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -16,7 +17,7 @@ import torch
 
 from nas.arch import ArchConfig
 from nas.errors import NasError
-from nas.recipe import Recipe
+from nas.recipe import recipe_from_saved
 from nas.space import SearchSpace, load_space
 from nas.train.common import load_checkpoint
 
@@ -58,7 +59,7 @@ class SubnetEvaluator:
 
         self.spec = spec
         overrides = {} if spec.bn_calib_batches is None else {"bn_calib_batches": spec.bn_calib_batches}
-        recipe = Recipe(**{**spec.recipe, **overrides})
+        recipe = dataclasses.replace(recipe_from_saved(spec.recipe), **overrides)
         state = load_checkpoint(Path(spec.checkpoint))
         self.space: SearchSpace = load_space(spec.space)
         splits = load_splits(spec.data, recipe, spec.seed)

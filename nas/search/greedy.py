@@ -100,8 +100,10 @@ def greedy_slim(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, objectiv
         if not frontier:
             raise NasError(f"no shrink of {current.short()} moves {objective.name} towards {objective.target:g}")
         accuracies = accuracy([new for _, new, _, _ in frontier])
+        # Smallest accuracy drop per unit of gain; among equals (typically no drop at all) the
+        # larger step, so a search does not creep towards its target by the smallest moves.
         best = min(range(len(frontier)),
-                   key=lambda i: ((state.current_accuracy - accuracies[i]) / frontier[i][3], i))
+                   key=lambda i: ((state.current_accuracy - accuracies[i]) / frontier[i][3], -frontier[i][3], i))
         action, new, new_cost, gain = frontier[best]
         state.steps.append(Step(len(state.steps) + 1, action.describe(), new, accuracies[best], new_cost,
                                 state.current_accuracy - accuracies[best], gain, len(frontier)))

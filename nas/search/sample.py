@@ -19,14 +19,16 @@ def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
 
 
 def sample_within_budget(space: SearchSpace, n: int, objective: Objective, cost: CostFn, rng: random.Random,
-                         tolerance: float = 0.05, max_draws: int = 20_000) -> list[ArchConfig]:
+                         tolerance: float = 0.05, max_draws: int = 20_000,
+                         exclude: set[str] = frozenset()) -> list[ArchConfig]:
     """``n`` distinct sub-networks drawn uniformly from the space (:meth:`SearchSpace.sample`) whose
-    objective lies within ``tolerance`` of the target, on the side that meets it."""
+    objective lies within ``tolerance`` of the target, on the side that meets it; digests in
+    ``exclude`` (e.g. the searched network's) are skipped."""
     require_reachable(space, cost, objective)
     found: dict[str, ArchConfig] = {}
     for _ in range(max_draws):
         arch = space.sample(rng)
-        if arch.digest not in found and within_budget(objective, objective.value(cost(arch)), tolerance):
+        if arch.digest not in found and arch.digest not in exclude and within_budget(objective, objective.value(cost(arch)), tolerance):
             found[arch.digest] = arch
             if len(found) == n:
                 return list(found.values())

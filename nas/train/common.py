@@ -112,7 +112,7 @@ class RunFolder:
             if not self.checkpoint.exists():
                 raise NasError(f"{self.path}: nothing to resume (no checkpoint.pt)")
             saved = read_yaml(config_path, "run config") or {}
-            keys = ("command", "space", "data", "seed", "world_size")
+            keys = ("command", "space", "arch_digest", "data", "seed", "world_size")
             changed = [k for k in keys if saved.get(k) != config.get(k)]
             if changed:
                 k = changed[0]
@@ -133,11 +133,13 @@ class RunFolder:
                 handle.write(json.dumps(record) + "\n")
 
     def truncate_metrics(self, step: int) -> None:
-        """Drop metric lines written after the checkpoint a resumed run starts from."""
+        """Drop metric lines written after the checkpoint a resumed run starts from (and the final
+        line of a run stopped early by ``--max-steps``)."""
         if not self.env.is_main or not self.metrics.exists():
             return
-        kept = [line for line in self.metrics.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step]
+        records = [(line, json.loads(line)) for line in self.metrics.read_text(encoding="utf-8").splitlines()
+                   if line.strip()]
+        kept = [line for line, r in records if r.get("step", 0) <= step and not r.get("final")]
         write_text_atomic(self.metrics, "".join(line + "\n" for line in kept))
 
     def write_json(self, name: str, data: Any) -> None:

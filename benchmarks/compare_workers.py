@@ -1,0 +1,60 @@
+"""Training throughput of ``nas compare``: networks trained one after another in this process
+against the same networks as Ray tasks.
+
+    python benchmarks/compare_workers.py [--networks 4] [--steps 60] [--workers 2]
+
+Trains ``--networks`` random sub-networks of the tiny EfficientFormerV2 space for ``--steps``
+steps each on scikit-learn's digits (batch 64, 32x32), first in-process (torch's default thread
+count), then on ``--workers`` Ray workers of one thread each (Ray start-up included), and prints
+both wall times and the speed-up (the reference is the in-process run, measured in the same run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from nas.compare import _train_all
+from nas.recipe import load_recipe
+from nas.space import load_space
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    space = load_space("efficientformerv2-tiny")
+    rng = random.Random(args.seed)
+    archs = [space.sample(rng) for _ in range(args.networks)]
+    recipe = dataclasses.replace(load_recipe("demo"), epochs=100)  # the steps, not the epochs, stop it
+
+    def jobs(root: Path) -> list[dict]:
+        return [{"name": f"net-{i}", "arch": a.to_dict(), "recipe": dataclasses.asdict(recipe), "data": None,
+                 "run": str(root / f"net-{i}"), "seed": args.seed, "max_steps": args.steps, "space": space.name,
+                 "progress": False} for i, a in enumerate(archs)]
+
+    timings = {}
+    for label, workers in (("in-process", 0), (f"{args.workers} Ray workers", args.workers)):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            _train_all(jobs(Path(tmp)), workers, None, threads=1)
+            timings[label] = time.perf_counter() - start
+    base, ray_time = timings["in-process"], timings[f"{args.workers} Ray workers"]
+    print(f"# compare training: {args.networks} networks x {args.steps} steps (batch 64, 32x32, digits), "
+          f"in-process with {torch.get_num_threads()} threads vs {args.workers} Ray workers x 1 thread, "
+          f"torch {torch.__version__}")
+    print(f"in-process {base:.1f} s   Ray {ray_time:.1f} s   speed-up {base / ray_time:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""``nas compare --searched ARCH.yaml --random N``: the searched network against random ones of its budget."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nas.cli.common import add_common, emit, positive_int
+from nas.errors import NasError
+from nas.recipe import add_recipe_overrides, recipe_from_args
+from nas.search.objective import OBJECTIVES
+from nas.space import find_space
+from nas.typed_yaml import read_yaml
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("compare", help="train the searched net and random ones of its budget from scratch",
+                       description="Draws N random sub-networks within --tolerance of the searched network's "
+                                   "budget (as nas sample), trains every network from scratch with the same "
+                                   "recipe and seed (in this process or on Ray workers), and writes compare.md, "
+                                   "compare.csv and compare.png. When ARCH.yaml was written by nas search, its "
+                                   "objective, device, image size and data are the defaults.")
+    p.add_argument("--searched", required=True, metavar="ARCH", help="the searched arch YAML (or a named member)")
+    p.add_argument("--random", type=positive_int, default=5, help="random sub-networks (default 5)")
+    p.add_argument("--space", help="search space (default: the search run's, or found from ARCH)")
+    p.add_argument("--objective", help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)")
+    p.add_argument("--device", help="latency table device (default: the search's)")
+    p.add_argument("--price-size", type=positive_int, help="input size latency and MACs are priced at (default: the "
+                                                            "search's --img-size, or 224; --img-size is the training size)")
+    p.add_argument("--tolerance", type=float, default=0.05, help="relative budget band (default 0.05)")
+    p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
+    p.add_argument("--data", help="image folder (default: the data of the search's supernet; else digits)")
+    p.add_argument("--out", help="output folder (default: runs/compare-<searched digest>)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="Ray workers training in parallel (default 0: one after another in this process)")
+    p.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads per Ray worker")
+    p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
+    p.add_argument("--resume", action="store_true", help="continue the comparison in --out")
+    p.add_argument("--max-steps", type=int, help="stop every training after this many steps (smoke runs)")
+    add_recipe_overrides(p)
+    add_common(p)
+    p.set_defaults(handler=run)
+
+
+def search_defaults(arch_path: str) -> dict:
+    """objective, device, img_size and data of the ``nas search`` run that wrote ``arch_path``."""
+    config_path = Path(arch_path).parent / "config.yaml"
+    if not config_path.exists():
+        return {}
+    saved = read_yaml(config_path, "search config") or {}
+    if not isinstance(saved, dict) or saved.get("command") != "search":
+        return {}
+    defaults = {k: saved[k] for k in ("objective", "device", "img_size") if saved.get(k) is not None}
+    supernet_config = Path(str(saved.get("supernet", ""))) / "config.yaml"
+    if supernet_config.exists():
+        supernet = read_yaml(supernet_config, "supernet run config") or {}
+        if isinstance(supernet, dict) and "data" in supernet:
+            defaults["data"] = supernet["data"]
+    return defaults
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.compare import compare, summary_line, table_lines
+
+    if args.workers < 0:
+        raise NasError(f"--workers must be 0 or more, got {args.workers}")
+    if not 0 < args.tolerance < 1:
+        raise NasError(f"--tolerance must be between 0 and 1, got {args.tolerance}")
+    space = find_space(args.searched, args.space)
+    label, arch = space.resolve(args.searched)
+    defaults = search_defaults(args.searched)
+    objective = args.objective or defaults.get("objective", "mes")
+    device = args.device or defaults.get("device")
+    img_size = args.price_size or defaults.get("img_size", 224)
+    data = args.data if args.data is not None else defaults.get("data")
+    recipe = recipe_from_args(args)
+    out = args.out or f"runs/compare-{arch.digest}"
+    result = compare(arch, space, args.random, recipe, data, out, seed=args.seed, device=device, img_size=img_size,
+                     objective_name=objective, tolerance=args.tolerance, workers=args.workers,
+                     ray_address=args.ray_address, threads_per_worker=args.threads_per_worker, resume=args.resume,
+                     max_steps=args.max_steps, recipe_name=str(args.recipe), searched_label=label)
+    o = result["objective"]
+    lines = [f"budget: {o['name']} {o['target']:.4g} (the searched network's)", *table_lines(result["rows"]),
+             summary_line(result)]
+    lines += [f"{key}: {text}" for key, text in result["sources"].items()]
+    lines.append(f"wrote {out}/compare.md, compare.csv, compare.png")
+    emit(result, args.json, lines)
+    return 0

@@ -1,0 +1,53 @@
+"""``nas train ARCH``: train a fixed architecture from scratch (resumable; runs under torchrun)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nas.cli.common import add_common, emit
+from nas.recipe import add_recipe_overrides, recipe_from_args
+from nas.space import find_space
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("train", help="train a named member or a searched arch from scratch",
+                       description="Trains the static network of ARCH (a named member such as efficientformerv2_s0, "
+                                   "or an arch YAML written by nas search) from random initialisation with the "
+                                   "recipe, on the loop supernet training uses. Scores top-1 on the val/ (or test/) "
+                                   "folder, or on the search split when there is none. Without --data, "
+                                   "scikit-learn's digits are used.")
+    p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
+    p.add_argument("--space", help="search space the ARCH belongs to (default: found from ARCH)")
+    p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
+    p.add_argument("--data", help="image folder with train/<class>/* (and val/ or test/)")
+    p.add_argument("--run", help="run folder (default: runs/train-ARCH)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
+    p.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans --epochs)")
+    add_recipe_overrides(p)
+    add_common(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.train.fixed import train_fixed
+
+    space = find_space(args.arch, args.space)
+    label, arch = space.resolve(args.arch)
+    recipe = recipe_from_args(args)
+    run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"
+    result = train_fixed(arch, recipe, args.data, run_dir, seed=args.seed, resume=args.resume,
+                         max_steps=args.max_steps, label=label, space=space.name)
+    if "top1" not in result:  # not the main process of a torchrun job
+        return 0
+    lines = [f"run          {run_dir}",
+             f"arch         {label}  (digest {arch.digest}, space {space.name})",
+             f"steps        {result['step']} ({recipe.epochs} epochs planned, {result['train_images']} training images)",
+             f"params       {result['params'] / 1e6:.3f} M   MACs {result['macs'] / 1e6:.1f} M "
+             f"at {recipe.img_size}x{recipe.img_size}, {result['num_classes']} classes",
+             f"top-1        {100 * result['top1']:.2f}% on {result['val']} ({result['val_images']} images; "
+             f"chance {100 * result['chance']:.1f}%)"]
+    if "top1_ema" in result:
+        lines.append(f"top-1 (EMA)  {100 * result['top1_ema']:.2f}%")
+    emit(result, args.json, lines)
+    return 0

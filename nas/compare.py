@@ -1,0 +1,264 @@
+"""Searched network against random sub-networks of the same budget, all trained from scratch.
+
+The papers' evidence that search matters (EfficientFormer tab. 5, EfficientFormerV2 §5.3) is
+that the searched network beats random sub-networks that meet the same budget when every network
+is trained from scratch with the same recipe. :func:`compare` makes that comparison: it draws the
+random networks as ``nas sample`` does (uniform per choice, within ``tolerance`` of the searched
+network's MES, latency or size, on the side that meets it), trains each one with
+:class:`nas.train.fixed.FixedTrainer` (same recipe, same seed, so the same data order and
+augmentation), in this process or as Ray tasks, and writes a Markdown and CSV table and a plot.
+
+Everything lives in one output folder: ``plan.json`` (the networks, fixed before any training,
+so ``--resume`` trains the same ones), ``archs/*.yaml``, ``runs/<name>/`` (one ``nas train`` run
+each, resumable), ``compare.md``, ``compare.csv``, ``compare.png`` and ``result.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import random
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from nas.arch import ArchConfig
+from nas.data import count_classes
+from nas.errors import NasError
+from nas.latency import LatencyTable
+from nas.metrics import count_macs
+from nas.recipe import Recipe, recipe_from_saved
+from nas.search.objective import Objective, cost_function
+from nas.search.sample import sample_within_budget
+from nas.space import SearchSpace
+from nas.typed_yaml import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]:
+    """Train one network of a comparison from plain data (it may run in a Ray worker); resumes
+    from the run's checkpoint when there is one, so a retried task continues where it stopped."""
+    from nas.train.fixed import train_fixed
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    run = Path(job["run"])
+    done = run / "result.json"
+    if done.exists():
+        return json.loads(done.read_text(encoding="utf-8"))
+    resume = (run / "checkpoint.pt").exists()
+    return train_fixed(ArchConfig.from_dict(job["arch"]), recipe_from_saved(job["recipe"]), job["data"], run,
+                       seed=job["seed"], resume=resume, progress=job["progress"], max_steps=job["max_steps"],
+                       label=job["name"], space=job["space"])
+
+
+def _train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int) -> list[dict]:
+    if workers == 0 and address is None:
+        return [train_one(job) for job in tqdm(jobs, desc="compare: networks trained", disable=None)]
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+        except ConnectionError as exc:
+            raise NasError(f"cannot reach a Ray cluster at {address}: {exc}") from None
+        started = True
+    try:
+        # A task whose worker dies is retried; it resumes from the run's last checkpoint.
+        remote = ray.remote(num_cpus=threads, max_retries=3)(train_one)
+        pending = {remote.remote({**job, "progress": False}, threads): i for i, job in enumerate(jobs)}
+        results: list[dict | None] = [None] * len(jobs)
+        with tqdm(total=len(jobs), desc="compare: networks trained", disable=None) as bar:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    results[pending.pop(ref)] = ray.get(ref)
+                    bar.update(1)
+        return results  # type: ignore[return-value]
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _plan(searched: ArchConfig, space: SearchSpace, n_random: int, objective_name: str, tolerance: float,
+          cost, seed: int) -> tuple[Objective, list[tuple[str, ArchConfig]]]:
+    target = Objective(objective_name, 1.0).value(cost(searched))
+    objective = Objective(objective_name, target)
+    randoms = sample_within_budget(space, n_random, objective, cost, random.Random(seed), tolerance,
+                                   exclude={searched.digest})
+    return objective, [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)]
+
+
+def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Recipe, data: str | None,
+            out: str | Path, seed: int = 0, device: str | None = None, img_size: int = 224,
+            objective_name: str = "mes", tolerance: float = 0.05, workers: int = 0, ray_address: str | None = None,
+            threads_per_worker: int = 1, resume: bool = False, max_steps: int | None = None,
+            recipe_name: str = "", searched_label: str = "", progress: bool = True) -> dict[str, Any]:
+    space.validate(searched, where=searched_label or "searched arch")
+    Objective(objective_name, 1.0)  # an unknown objective fails before anything else
+    if objective_name != "params" and not device:
+        raise NasError(f"objective {objective_name} needs --device (a latency table)")
+    if n_random < 1:
+        raise NasError(f"--random must be at least 1, got {n_random}")
+    num_classes = count_classes(data)
+    table = LatencyTable.load(device, space, img_size) if device else None
+    cost = cost_function(table, img_size, num_classes)  # the budget as the search priced it
+    out = Path(out)
+    config = {"command": "compare", "searched": searched.to_dict(), "searched_digest": searched.digest,
+              "space": space.name, "random": n_random, "objective": objective_name, "tolerance": tolerance,
+              "device": device, "img_size": img_size, "data": data, "seed": seed, "recipe": asdict(recipe),
+              "recipe_name": recipe_name, "max_steps": max_steps}
+    plan_path = out / "plan.json"
+    if plan_path.exists():
+        if not resume:
+            raise NasError(f"{out} already holds a comparison; pass --resume to continue it or choose another --out")
+        saved = json.loads(plan_path.read_text(encoding="utf-8"))
+        saved["config"]["recipe"] = asdict(recipe_from_saved(saved["config"]["recipe"]))  # old key names
+        changed = [k for k in config if saved["config"].get(k) != config[k]]
+        if changed:
+            raise NasError(f"{plan_path}: cannot resume with a different {changed[0]} "
+                           f"({saved['config'].get(changed[0])!r} in the comparison, {config[changed[0]]!r} now)")
+        objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
+        networks = [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+    else:
+        if resume:
+            raise NasError(f"{out}: nothing to resume (no plan.json)")
+        objective, networks = _plan(searched, space, n_random, objective_name, tolerance, cost, seed)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, arch in networks:
+            arch.save(out / "archs" / f"{name}.yaml")
+        write_text_atomic(plan_path, json.dumps({
+            "config": config, "objective": {"name": objective.name, "target": objective.target},
+            "networks": [{"name": n, "arch": a.to_dict(), "digest": a.digest} for n, a in networks]}, indent=1) + "\n")
+
+    jobs = [{"name": name, "arch": arch.to_dict(), "recipe": asdict(recipe), "data": data,
+             "run": str(out / "runs" / name), "seed": seed, "max_steps": max_steps, "space": space.name,
+             "progress": progress} for name, arch in networks]
+    trained = _train_all(jobs, workers, ray_address, threads_per_worker)
+
+    rows = []
+    for (name, arch), result in zip(networks, trained):
+        c = cost(arch)
+        rows.append({"network": name, "kind": "searched" if name == "searched" else "random",
+                     "top1": result["top1"], "top1_ema": result.get("top1_ema"), "params": c.params,
+                     "macs": count_macs(arch, img_size, num_classes), "latency_ms": c.latency_ms, "mes": c.mes,
+                     "digest": arch.digest, "arch": arch.to_dict()})
+    first = trained[0]
+    sources = {
+        "accuracy": f"top-1 on {first['val']} ({first['val_images']} images) after training from scratch for "
+                    f"{first['step']} steps ({recipe.epochs} epochs planned) with recipe {recipe_name or 'custom'}, "
+                    f"seed {seed}, input {recipe.img_size}x{recipe.img_size}; data: {data or 'scikit-learn digits'}",
+        "cost": f"params and MACs exact (counted), at {img_size}x{img_size} with a {num_classes}-class head, "
+                "the size the search priced",
+        "latency": table.describe_source() if table is not None else "no latency table (no --device)",
+        "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * tolerance:g}% of the "
+                    f"searched network's {objective.name} {objective.target:.4g} on the side that meets it",
+    }
+    searched_row, random_rows = rows[0], rows[1:]
+    random_top1 = [r["top1"] for r in random_rows]
+    summary = {
+        "searched_top1": searched_row["top1"],
+        "random_top1_mean": statistics.fmean(random_top1),
+        "random_top1_std": statistics.stdev(random_top1) if len(random_top1) > 1 else 0.0,
+        "random_top1_best": max(random_top1),
+        "searched_rank": 1 + sum(t > searched_row["top1"] for t in random_top1),
+        "networks": len(rows),
+    }
+    result = {"objective": {"name": objective.name, "target": objective.target}, "space": space.name,
+              "searched": searched_label, "rows": rows, "sources": sources, "summary": summary}
+    write_text_atomic(out / "compare.csv", to_csv(rows))
+    write_text_atomic(out / "compare.md", to_markdown(result))
+    _plot(rows, table is not None, out / "compare.png", objective)
+    write_text_atomic(out / "result.json", json.dumps(result, indent=1) + "\n")
+    return result
+
+
+CSV_FIELDS = ("network", "kind", "top1", "top1_ema", "params", "macs", "latency_ms", "mes", "digest")
+
+
+def to_csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The comparison as a Markdown table (also what the CLI prints)."""
+    ema = any(r.get("top1_ema") is not None for r in rows)
+    head = "| network | top-1 (%) |" + (" top-1 EMA (%) |" if ema else "") + \
+        " params (M) | MACs (M) | latency (ms) | MES | digest |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        name = f"**{r['network']}**" if r["kind"] == "searched" else r["network"]
+        cells = [name, _fmt(100 * r["top1"], ".2f")]
+        if ema:
+            cells.append(_fmt(None if r.get("top1_ema") is None else 100 * r["top1_ema"], ".2f"))
+        cells += [_fmt(r["params"] / 1e6, ".3f"), _fmt(r["macs"] / 1e6, ".1f"), _fmt(r["latency_ms"], ".3f"),
+                  _fmt(r["mes"], ".1f"), f"`{r['digest']}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary_line(result: dict) -> str:
+    s = result["summary"]
+    return (f"searched {100 * s['searched_top1']:.2f}% vs random {100 * s['random_top1_mean']:.2f}% "
+            f"+- {100 * s['random_top1_std']:.2f}% (mean +- std of {s['networks'] - 1}; best "
+            f"{100 * s['random_top1_best']:.2f}%): the searched network ranks {s['searched_rank']} of {s['networks']}")
+
+
+def to_markdown(result: dict) -> str:
+    objective = result["objective"]
+    lines = [f"# Searched vs random sub-networks of {result['space']}", "",
+             f"Budget: {objective['name']} {objective['target']:.4g} (the searched network's own, "
+             f"{result['searched'] or 'searched arch'}).", "", *table_lines(result["rows"]), "",
+             summary_line(result) + ".", "", "Where the numbers come from:", ""]
+    lines += [f"- {key}: {text}" for key, text in result["sources"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    key, label = ("latency_ms", "latency (ms, see compare.md for its source)") if with_latency else \
+        ("params", "parameters")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in rows:
+        searched = r["kind"] == "searched"
+        x = r[key] / (1 if with_latency else 1e6)
+        ax.scatter(x, 100 * r["top1"], marker="*" if searched else "o", s=160 if searched else 40,
+                   color="tab:red" if searched else "tab:blue", zorder=3, label="searched" if searched else None)
+        ax.annotate(r["network"], (x, 100 * r["top1"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel(label if with_latency else "parameters (M)")
+    ax.set_ylabel("top-1 (%), trained from scratch")
+    ax.set_title(f"searched vs random at {objective.name} {objective.target:.4g}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(buffer.getvalue())
+    tmp.replace(path)

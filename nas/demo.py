@@ -1,0 +1,122 @@
+"""``nas demo``: the whole pipeline on built-in data, in minutes on a laptop CPU.
+
+1. the latency table: the predicted iPhone 12 table of the tiny EfficientFormerV2 space (built if
+   it is missing),
+2. a supernet trained with the sandwich rule on scikit-learn's digits (no download),
+3. greedy slimming to an MES target ``target_fraction`` of the way from the largest sub-network's
+   MES to the smallest's (halfway by default),
+4. the searched network and ``n_random`` random sub-networks of its MES trained from scratch,
+5. the comparison table, with where every number comes from.
+
+Each stage writes into its own folder under the run and is skipped when already done (and resumed
+when interrupted), so running the demo again continues it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from nas.errors import NasError
+from nas.latency import LatencyTable
+from nas.recipe import Recipe
+from nas.search.greedy import reachable_range
+from nas.search.objective import Objective, cost_function
+from nas.space import load_space
+from nas.typed_yaml import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+DEMO_SPACE = "efficientformerv2-tiny"
+DEMO_DEVICE = "iphone12"
+DIGITS_CLASSES = 10
+
+
+def ensure_table(device: str, space, img_size: int = 224) -> LatencyTable:
+    """The device's table for ``space``: the shipped one, or a predicted one built now (phones)."""
+    try:
+        return LatencyTable.load(device, space, img_size)
+    except NasError:
+        from nas.latency.predict import build_predicted_table
+
+        log.info("no %s table for %s; building the predicted one", device, space.name)
+        table = build_predicted_table(device, space, img_size, progress=False)
+        table.save()
+        return table
+
+
+def demo_target(space, table, num_classes: int = DIGITS_CLASSES, fraction: float = 0.5) -> float:
+    """An MES ``fraction`` of the way from the largest sub-network's to the smallest's."""
+    cost = cost_function(table, 224, num_classes)
+    largest, smallest = reachable_range(space, cost, Objective("mes", 1.0))
+    return round(largest + fraction * (smallest - largest), 1)
+
+
+def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe | None = None,
+         train_recipe: Recipe | None = None, n_random: int = 3, workers: int = 0, target_fraction: float = 0.5,
+         progress: bool = True, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+    from nas.compare import compare
+    from nas.recipe import load_recipe
+    from nas.search.run import search
+    from nas.train.supernet import train_supernet
+
+    run = Path(run)
+    supernet_recipe = supernet_recipe or load_recipe("demo")
+    train_recipe = train_recipe or load_recipe("demo")
+    say = on_stage or (lambda text: log.info("%s", text))
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    space = load_space(DEMO_SPACE)
+
+    t = time.perf_counter()
+    table = ensure_table(DEMO_DEVICE, space)
+    timings["table"] = time.perf_counter() - t
+    say(f"[1/4] latency table: {table.path} ({table.describe_source()})")
+
+    t = time.perf_counter()
+    supernet_run = run / "supernet"
+    say(f"[2/4] supernet: {DEMO_SPACE}, sandwich rule, {supernet_recipe.epochs} epochs on scikit-learn digits "
+        f"-> {supernet_run}")
+    if (supernet_run / "result.json").exists():
+        supernet_result = json.loads((supernet_run / "result.json").read_text(encoding="utf-8"))
+    else:
+        supernet_result = train_supernet(space, supernet_recipe, None, supernet_run, seed=seed,
+                                         resume=(supernet_run / "checkpoint.pt").exists(), progress=progress)
+    timings["supernet"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    if not 0 < target_fraction <= 1:
+        raise NasError(f"--target-fraction must be in (0, 1], got {target_fraction}")
+    target = demo_target(space, table, fraction=target_fraction)
+    search_run = run / "search"
+    say(f"[3/4] search: greedy slimming to MES {target:g} on the {DEMO_DEVICE} table -> {search_run}")
+    if (search_run / "result.json").exists():
+        search_result = json.loads((search_run / "result.json").read_text(encoding="utf-8"))
+    else:
+        search_result = search(supernet_run, Objective("mes", target), DEMO_DEVICE, search_run, seed=seed,
+                               workers=workers, resume=(search_run / "state.json").exists())
+    timings["search"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    compare_run = run / "compare"
+    say(f"[4/4] compare: the searched network and {n_random} random ones of its MES, trained from scratch for "
+        f"{train_recipe.epochs} epochs -> {compare_run}")
+    from nas.arch import ArchConfig
+
+    searched = ArchConfig.load(search_run / "arch.yaml")
+    comparison = compare(searched, space, n_random, train_recipe, None, compare_run, seed=seed, device=DEMO_DEVICE,
+                         objective_name="mes", workers=workers, resume=(compare_run / "plan.json").exists(),
+                         recipe_name="demo", searched_label=str(search_run / "arch.yaml"), progress=progress)
+    timings["compare"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - started
+    result = {"run": str(run), "space": DEMO_SPACE, "device": DEMO_DEVICE, "target_mes": target,
+              "supernet": {k: v for k, v in supernet_result.items() if not isinstance(v, dict)},
+              "search": search_result, "comparison": comparison,
+              "seconds": {k: round(v, 1) for k, v in timings.items()},
+              "recipes": {"supernet": dataclasses.asdict(supernet_recipe), "train": dataclasses.asdict(train_recipe)}}
+    write_text_atomic(run / "demo.json", json.dumps(result, indent=1) + "\n")
+    return result

@@ -1,0 +1,241 @@
+"""The one training loop supernets and fixed networks share.
+
+A :class:`Trainer` owns everything a run needs apart from what one step does: the process group,
+data (seeded per-sample augmentation, sharded sampler), AdamW with timm's no-decay rule, the
+warm-up + cosine schedule, mixup/cutmix and label smoothing, an optional hard-distillation teacher
+(DeiT style, as the EfficientFormer papers train), an optional EMA of the weights (timm's
+``ModelEmaV3``), atomic checkpoints, exact ``--resume``, metrics lines and the progress bar.
+Subclasses say how to build the network, what one step does and how to score the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+from timm.scheduler import CosineLRScheduler
+from timm.utils import dispatch_clip_grad
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from nas.data import Splits, load_splits, train_loader
+from nas.recipe import Recipe
+from nas.train.common import (
+    DistEnv,
+    RunFolder,
+    classification_loss,
+    load_checkpoint,
+    load_teacher,
+    param_groups,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Subclasses set ``command`` and implement :meth:`build_net`, :meth:`train_step` and
+    :meth:`evaluate`; they may extend :meth:`extra_state` / :meth:`restore_extra` and
+    :meth:`step_record`."""
+
+    command = "train"
+    find_unused_parameters = False  # DDP: a supernet step leaves the unsampled weights without gradients
+
+    def __init__(self, recipe: Recipe, data: str | None, run: str | Path, config: dict[str, Any], seed: int = 0,
+                 resume: bool = False, progress: bool = True, max_steps: int | None = None,
+                 hold_out_search: bool = True):
+        self.env = DistEnv.setup()
+        self.device = self.env.device()
+        self.recipe, self.seed, self.progress, self.data = recipe, seed, progress, data
+        self.folder = RunFolder(run, self.env)
+        self.config = {"command": self.command, **config, "data": data, "seed": seed, "world_size": self.env.world,
+                       "recipe": recipe.__dict__}
+        seed_everything(seed)
+        # Bad data fails here, before anything is written.
+        self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search)
+        self.folder.prepare(self.config, resume)
+        self.net = self.build_net(self.splits.num_classes).to(self.device)
+        self.teacher = load_teacher(recipe, self.splits.num_classes, self.device)
+        if self.teacher is not None:
+            self.net.set_distilled_training(True)
+        self.loader, self.sampler, self.dataset = train_loader(self.splits, recipe, seed, self.env.rank, self.env.world)
+        self.steps_per_epoch = self.sampler.batches_per_epoch
+        self.total_steps = recipe.epochs * self.steps_per_epoch
+        self.max_steps = max_steps  # stop early (tests); the schedule still spans all epochs
+        global_batch = recipe.batch_size * self.env.world
+        no_decay = set(self.net.no_weight_decay()) if hasattr(self.net, "no_weight_decay") else set()
+        self.optimizer = torch.optim.AdamW(param_groups(self.weight_parameters(), recipe.weight_decay, no_decay),
+                                           lr=recipe.lr_for(global_batch))
+        self.scheduler = CosineLRScheduler(
+            self.optimizer, t_initial=self.total_steps, lr_min=recipe.min_lr * global_batch / recipe.lr_reference_batch,
+            warmup_t=int(recipe.warmup_epochs * self.steps_per_epoch), warmup_lr_init=recipe.warmup_lr,
+            t_in_epochs=False)
+        self.mixup, self.criterion = classification_loss(recipe, self.splits.num_classes)
+        self.ema = None
+        if recipe.model_ema:
+            from timm.utils import ModelEmaV3
+
+            self.ema = ModelEmaV3(self.net, decay=recipe.model_ema_decay, use_warmup=recipe.model_ema_warmup)
+        self.model = (DistributedDataParallel(self.net, find_unused_parameters=self.find_unused_parameters)
+                      if self.env.world > 1 else self.net)
+        self.step = 0
+        self.setup()
+        if resume:
+            self._restore(load_checkpoint(self.folder.checkpoint))
+
+    # --- what subclasses provide ---------------------------------------------------------------
+
+    def build_net(self, num_classes: int) -> nn.Module:
+        raise NotImplementedError
+
+    def weight_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        return list(self.net.named_parameters())
+
+    def setup(self) -> None:
+        """Anything built after the network and optimizer (before a resume restores state)."""
+
+    def train_step(self, images, targets, teacher_labels) -> float:
+        raise NotImplementedError
+
+    def extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def restore_extra(self, state: dict[str, Any]) -> None:
+        pass
+
+    def step_record(self) -> dict[str, Any]:
+        return {}
+
+    def after_save(self, state: dict[str, Any]) -> None:
+        pass
+
+    def evaluate(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def description(self) -> str:
+        return self.command
+
+    # --- shared step pieces --------------------------------------------------------------------
+
+    def clip(self, params) -> None:
+        if self.recipe.clip_grad > 0:
+            dispatch_clip_grad(params, self.recipe.clip_grad, mode=self.recipe.clip_mode)
+
+    def supervised_loss(self, output, targets, teacher_labels):
+        """Loss against the labels (and the teacher's hard labels on the distillation head, DeiT's
+        hard distillation); returns (loss, the logits the network predicts with)."""
+        if self.teacher is None:
+            return self.criterion(output, targets), output
+        cls, dist = output
+        loss = (1 - self.recipe.distill_alpha) * self.criterion(cls, targets) + \
+            self.recipe.distill_alpha * nn.functional.cross_entropy(dist, teacher_labels)
+        return loss, (cls + dist) / 2
+
+    def eval_nets(self) -> list[tuple[str, nn.Module]]:
+        """The weights to score: the trained ones, and their EMA when the recipe keeps one."""
+        nets = [("", self.net)]
+        if self.ema is not None:
+            nets.append(("_ema", self.ema.module))
+        return nets
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any]:
+        state = {"step": self.step, "model": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "config": self.config,
+                 "num_classes": self.splits.num_classes, "img_size": self.recipe.img_size}
+        if self.ema is not None:
+            state["model_ema"] = self.ema.state_dict()
+        state.update(self.extra_state())
+        return state
+
+    def save(self) -> None:
+        if self.env.is_main:
+            state = self._state()
+            save_checkpoint(self.folder.checkpoint, state)
+            self.after_save(state)
+        self.env.barrier()
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.ema is not None:
+            self.ema.load_state_dict(state["model_ema"])
+        self.restore_extra(state)
+        set_rng_state(state["rng"])
+        self.step = state["step"]
+        self.folder.truncate_metrics(self.step)
+        log.info("resumed %s at step %d", self.folder.path, self.step)
+
+    # --- loop ----------------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        recipe = self.recipe
+        started = time.perf_counter()
+        start_epoch, start_batch = divmod(self.step, self.steps_per_epoch)
+        last = self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
+        bar = tqdm(total=last, initial=self.step, desc=self.description,
+                   disable=None if (self.progress and self.env.is_main) else True)
+        window_loss, window_images, window_start = 0.0, 0, time.perf_counter()
+        self.net.train()
+        for epoch in range(start_epoch, recipe.epochs):
+            if self.step >= last:
+                break
+            self.sampler.set_epoch(epoch, start_batch if epoch == start_epoch else 0)
+            self.dataset.epoch = epoch
+            for images, labels in self.loader:
+                images, labels = images.to(self.device), labels.to(self.device)
+                targets = labels
+                if self.mixup is not None:
+                    images, targets = self.mixup(images, labels)
+                teacher_labels = None
+                if self.teacher is not None:
+                    with torch.no_grad():
+                        teacher_labels = self.teacher(images).argmax(dim=-1)
+                self.scheduler.step_update(self.step)
+                loss = self.train_step(images, targets, teacher_labels)
+                if not math.isfinite(loss):
+                    raise FloatingPointError(f"loss is {loss} at step {self.step}; lower --lr")
+                self.step += 1
+                if self.ema is not None:
+                    self.ema.update(self.net, step=self.step)
+                window_loss += loss
+                window_images += images.shape[0] * self.env.world
+                lr = self.optimizer.param_groups[0]["lr"]
+                if self.step % recipe.log_every == 0 or self.step == last:
+                    elapsed = time.perf_counter() - window_start
+                    n = recipe.log_every if self.step % recipe.log_every == 0 else max(1, self.step % recipe.log_every)
+                    record = {"step": self.step, "epoch": epoch, "loss": window_loss / n, "lr": lr,
+                              "images_per_s": window_images / max(elapsed, 1e-9), **self.step_record()}
+                    self.folder.log(record)
+                    bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", img_s=f"{record['images_per_s']:.0f}")
+                    window_loss, window_images, window_start = 0.0, 0, time.perf_counter()
+                bar.update(1)
+                if self.step % recipe.checkpoint_every == 0:
+                    self.save()
+                if self.step >= last:
+                    break
+            if self.step % self.steps_per_epoch == 0 or self.step >= last:
+                self.save()  # epoch end (or the early stop)
+        bar.close()
+        result: dict[str, Any] = {"step": self.step, "epochs": recipe.epochs,
+                                  "train_images": len(self.splits.train), "chance": 1 / self.splits.num_classes,
+                                  "train_seconds_this_process": round(time.perf_counter() - started, 1)}
+        if self.env.is_main:
+            self.net.eval()
+            result.update(self.evaluate())
+            self.folder.log({"step": self.step, "final": True,
+                             **{k: v for k, v in result.items() if not isinstance(v, (dict, list))}})
+            self.folder.write_json("result.json", result)
+        self.env.teardown()
+        return result

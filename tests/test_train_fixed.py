@@ -1,0 +1,213 @@
+"""``nas train`` (fixed architectures from scratch), ``nas compare`` and ``nas demo``."""
+
+import csv
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas import ArchConfig, load_space
+from nas.cli import main
+from nas.latency import LatencyTable
+from nas.search.objective import cost_function
+
+CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
+QUICK = ["--epochs", "1", "--batch-size", "32", "--eval-batch-size", "128", "--log-every", "2"]
+
+
+@pytest.fixture(scope="module")
+def cifar_slice(tmp_path_factory):
+    """A real-image folder: 3 CIFAR-10 classes, 40 training and 10 test images each (links)."""
+    if not CIFAR.is_dir():
+        pytest.skip(f"{CIFAR} is not here")
+    root = tmp_path_factory.mktemp("cifar-slice")
+    for split, n in (("train", 40), ("test", 10)):
+        for cls in ("airplane", "cat", "ship"):
+            (root / split / cls).mkdir(parents=True)
+            for src in sorted((CIFAR / split / cls).iterdir())[:n]:
+                (root / split / cls / src.name).symlink_to(src)
+    return root
+
+
+def _searched_like_arch(tmp_path) -> Path:
+    """An arch YAML of the tiny space that is no timm model (as nas search writes them)."""
+    space = load_space("efficientformerv2-tiny")
+    arch = space.sample(random.Random(3))
+    assert arch not in (space.largest(), space.smallest())
+    return arch.save(tmp_path / "arch.yaml")
+
+
+def test_train_named_member_loads_into_timm_and_exports(tmp_path, capsys):
+    import timm
+
+    run = tmp_path / "run"
+    assert main(["train", "swiftformer_xs", "--run", str(run), "--img-size", "32", "--max-steps", "3", "--json",
+                 *QUICK]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["step"] == 3 and result["arch"] == "swiftformer_xs" and result["num_classes"] == 10
+    assert result["val"].startswith("20% of scikit-learn digits") and 0 <= result["top1"] <= 1
+    assert result["train_images"] == 1438  # a fixed network trains on every training image
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    reference = timm.create_model("swiftformer_xs", num_classes=10)
+    reference.load_state_dict(state["model"], strict=True)  # timm's own class, timm's names
+    assert state["step"] == 3 and state["config"]["command"] == "train"
+    onnx_path = tmp_path / "xs.onnx"
+    assert main(["export", "swiftformer_xs", "--checkpoint", str(run / "checkpoint.pt"), "--format", "onnx",
+                 "--out", str(onnx_path), "--img-size", "32", "--num-classes", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_abs_diff"] <= 1e-4
+
+
+def test_train_searched_arch_on_real_images_with_ema_and_teacher(cifar_slice, tmp_path, capsys):
+    arch_path = _searched_like_arch(tmp_path)
+    run = tmp_path / "run"
+    assert main(["train", str(arch_path), "--data", str(cifar_slice), "--run", str(run), "--img-size", "32",
+                 "--model-ema", "true", "--teacher", "resnet18", "--max-steps", "2", *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert "space efficientformerv2-tiny" in out and "on test/ folder (30 images" in out and "top-1 (EMA)" in out
+    result = json.loads((run / "result.json").read_text())
+    assert result["train_images"] == 120 and result["digest"] == ArchConfig.load(arch_path).digest
+    assert {"top1", "top1_ema"} <= set(result)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert "model_ema" in state and state["arch"] == ArchConfig.load(arch_path).to_dict()
+
+
+def test_resume_matches_an_uninterrupted_run(tmp_path):
+    arch_path = _searched_like_arch(tmp_path)
+    common = ["train", str(arch_path), "--img-size", "32", "--model-ema", "true", "--checkpoint-every", "2", *QUICK]
+    assert main([*common, "--run", str(tmp_path / "a"), "--max-steps", "6"]) == 0
+    assert main([*common, "--run", str(tmp_path / "b"), "--max-steps", "3"]) == 0
+    assert main([*common, "--run", str(tmp_path / "b"), "--max-steps", "6", "--resume"]) == 0
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    assert a["step"] == b["step"] == 6
+    for key in ("model", "model_ema"):
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key])
+    records = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert sum(bool(r.get("final")) for r in records) == 1  # the early stop's final line was dropped
+    assert json.loads((tmp_path / "a" / "result.json").read_text())["top1"] == \
+        json.loads((tmp_path / "b" / "result.json").read_text())["top1"]
+
+
+def test_two_process_ddp_training_of_a_member(tmp_path):
+    run = tmp_path / "ddp"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "nas", "--",
+         "train", "efficientformerv2_s0", "--run", str(run), "--img-size", "32", "--batch-size", "16", "--epochs",
+         "1", "--max-steps", "2"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "world_size: 2" in (run / "config.yaml").read_text()
+    assert json.loads((run / "result.json").read_text())["step"] == 2
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["efficientformerv9_s0"], "is not a named member of any space"),
+    (["efficientformerv2_s0", "--space", "swiftformer"], "is neither a member of space 'swiftformer'"),
+    (["efficientformerv2_s0", "--data", "/no/such/folder"], "data folder not found"),
+    (["efficientformerv2_s0", "--resume"], "nothing to resume"),
+])
+def test_train_bad_input(tmp_path, capsys, argv, fragment):
+    run = tmp_path / "run"
+    assert main(["train", *argv, "--run", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
+    assert not run.exists() or not any(run.iterdir())
+
+
+def test_train_arch_outside_its_space(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("family: efficientformerv2\ndepths: [2, 2, 3, 1]\nwidths: [24, 32, 48, 47]\n"
+                   "attention: [0, 0, 0, 0]\nhidden_widths: [[96, 96], [128, 128], [144, 96, 192], [192]]\n")
+    assert main(["train", str(bad), "--run", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.yaml" in err[0] and "width" in err[0]
+
+
+def test_compare_on_a_tiny_slice(tmp_path, capsys):
+    arch_path = _searched_like_arch(tmp_path)
+    out = tmp_path / "cmp"
+    argv = ["compare", "--searched", str(arch_path), "--random", "2", "--device", "iphone12", "--out", str(out),
+            "--img-size", "32", "--max-steps", "2", "--json", *QUICK]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = result["rows"]
+    assert [r["network"] for r in rows] == ["searched", "random-0", "random-1"]
+    assert len({r["digest"] for r in rows}) == 3
+    # The random networks meet the searched network's MES within 5% (on the side that meets it) ...
+    space = load_space("efficientformerv2-tiny")
+    cost = cost_function(LatencyTable.load("iphone12", space), 224, 10)
+    target = cost(ArchConfig.load(arch_path)).mes
+    assert result["objective"] == {"name": "mes", "target": pytest.approx(target)}
+    for row in rows[1:]:
+        assert target <= row["mes"] <= 1.05 * target
+        assert row["mes"] == pytest.approx(cost(ArchConfig.from_dict(row["arch"])).mes)
+    # ... and each was trained from scratch in its own run.
+    for row in rows:
+        run_result = json.loads((out / "runs" / row["network"] / "result.json").read_text())
+        assert run_result["step"] == 2 and run_result["top1"] == row["top1"]
+    table = (out / "compare.md").read_text()
+    assert "| **searched** |" in table and "predicted on iphone12" in table and "from scratch" in table
+    with (out / "compare.csv").open() as handle:
+        assert [r["network"] for r in csv.DictReader(handle)] == ["searched", "random-0", "random-1"]
+    assert (out / "compare.png").stat().st_size > 0
+    # Again: refused without --resume; with it, nothing is retrained and the table is the same.
+    assert main(argv) == 2
+    assert "pass --resume" in capsys.readouterr().err
+    stamp = (out / "runs" / "random-1" / "checkpoint.pt").stat().st_mtime_ns
+    assert main([*argv, "--resume"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == rows
+    assert (out / "runs" / "random-1" / "checkpoint.pt").stat().st_mtime_ns == stamp
+
+
+def test_compare_on_ray_workers_trains_the_same_networks(tmp_path, capsys):
+    arch_path = _searched_like_arch(tmp_path)
+    common = ["compare", "--searched", str(arch_path), "--random", "1", "--objective", "params", "--img-size", "32",
+              "--max-steps", "1", "--json", *QUICK]
+    assert main([*common, "--out", str(tmp_path / "local")]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main([*common, "--out", str(tmp_path / "ray"), "--workers", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert [r["digest"] for r in remote["rows"]] == [r["digest"] for r in local["rows"]]
+    assert remote["sources"]["latency"] == "no latency table (no --device)"
+    for row in remote["rows"]:
+        assert json.loads((tmp_path / "ray" / "runs" / row["network"] / "result.json").read_text())["step"] == 1
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--objective", "speed"], "unknown objective 'speed'"),
+    (["--tolerance", "2"], "--tolerance must be between 0 and 1"),
+    (["--objective", "mes"], "objective mes needs --device"),
+    (["--device", "iphone99"], "unknown device"),
+    (["--device", "iphone12", "--tolerance", "1e-9"], "widen --tolerance"),
+    (["--objective", "params", "--resume"], "nothing to resume"),
+])
+def test_compare_bad_input(tmp_path, capsys, extra, fragment):
+    arch_path = _searched_like_arch(tmp_path)
+    out = tmp_path / "cmp"
+    assert main(["compare", "--searched", str(arch_path), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0], err
+    assert not out.exists()
+
+
+def test_demo_with_a_reduced_budget(tmp_path, capsys):
+    run = tmp_path / "demo"
+    assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
+                 "--target-fraction", "0.1"]) == 0
+    out = capsys.readouterr().out
+    for fragment in ("[1/4] latency table", "[2/4] supernet", "[3/4] search", "[4/4] compare", "| **searched** |",
+                     "random-1", "where the numbers come from", "predicted on iphone12", "trained from scratch"):
+        assert fragment in out, fragment
+    result = json.loads((run / "demo.json").read_text())
+    assert result["search"]["mes"] >= result["target_mes"]
+    searched = ArchConfig.load(run / "search" / "arch.yaml")
+    assert result["comparison"]["rows"][0]["digest"] == searched.digest
+    # A second run finds every stage done and prints the same table.
+    assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
+                 "--target-fraction", "0.1"]) == 0
+    assert "| **searched** |" in capsys.readouterr().out
