@@ -16,22 +16,7 @@ from nas.cli import main
 from nas.latency import LatencyTable
 from nas.search.objective import cost_function
 
-CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
 QUICK = ["--epochs", "1", "--batch-size", "32", "--eval-batch-size", "128", "--log-every", "2"]
-
-
-@pytest.fixture(scope="module")
-def cifar_slice(tmp_path_factory):
-    """A real-image folder: 3 CIFAR-10 classes, 40 training and 10 test images each (links)."""
-    if not CIFAR.is_dir():
-        pytest.skip(f"{CIFAR} is not here")
-    root = tmp_path_factory.mktemp("cifar-slice")
-    for split, n in (("train", 40), ("test", 10)):
-        for cls in ("airplane", "cat", "ship"):
-            (root / split / cls).mkdir(parents=True)
-            for src in sorted((CIFAR / split / cls).iterdir())[:n]:
-                (root / split / cls / src.name).symlink_to(src)
-    return root
 
 
 def _searched_like_arch(tmp_path) -> Path:

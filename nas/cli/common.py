@@ -38,3 +38,17 @@ def emit(result: dict[str, Any], as_json: bool, lines: list[str]) -> None:
         sys.stdout.write("\n")
     else:
         sys.stdout.write("\n".join(lines) + "\n")
+
+
+def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None:
+    """The options every training command shares (``nas train-supernet``, ``nas train``)."""
+    from nas.recipe import add_recipe_overrides
+
+    parser.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
+    parser.add_argument("--data", help="image folder with train/<class>/* (and val/ or test/); "
+                                       "default: scikit-learn's digits")
+    parser.add_argument("--run", help=f"run folder (default: {default_run})")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
+    parser.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans --epochs)")
+    add_recipe_overrides(parser)
+    add_common(parser)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_common, emit
-from nas.recipe import add_recipe_overrides, recipe_from_args
+from nas.cli.common import add_training_args, emit
+from nas.recipe import recipe_from_args
 from nas.space import find_space
 
 
@@ -19,13 +19,7 @@ def add_parser(sub) -> None:
                                    "scikit-learn's digits are used.")
     p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
     p.add_argument("--space", help="search space the ARCH belongs to (default: found from ARCH)")
-    p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
-    p.add_argument("--data", help="image folder with train/<class>/* (and val/ or test/)")
-    p.add_argument("--run", help="run folder (default: runs/train-ARCH)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
-    p.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans --epochs)")
-    add_recipe_overrides(p)
-    add_common(p)
+    add_training_args(p, "runs/train-ARCH")
     p.set_defaults(handler=run)
 
 

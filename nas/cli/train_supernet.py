@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from nas.arch import FAMILIES
-from nas.cli.common import add_common, emit
+from nas.cli.common import add_training_args, emit
 from nas.errors import NasError
-from nas.recipe import add_recipe_overrides, recipe_from_args
+from nas.recipe import recipe_from_args
 from nas.space import load_space
 
 
@@ -18,13 +18,7 @@ def add_parser(sub) -> None:
                                    "Without --data, scikit-learn's digits are used.")
     p.add_argument("family", metavar="FAMILY", help=f"one of {', '.join(FAMILIES)}")
     p.add_argument("--space", help="search space (default: the family's main space)")
-    p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
-    p.add_argument("--data", help="image folder with train/<class>/* (and val/ or test/)")
-    p.add_argument("--run", help="run folder (default: runs/supernet-SPACE)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
-    p.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans --epochs)")
-    add_recipe_overrides(p)
-    add_common(p)
+    add_training_args(p, "runs/supernet-SPACE")
     p.set_defaults(handler=run)
 
 
