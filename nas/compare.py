@@ -28,6 +28,7 @@ from typing import Any
 from tqdm import tqdm
 
 from nas.arch import ArchConfig
+from nas.cluster import start_ray
 from nas.data import count_classes
 from nas.errors import NasError
 from nas.latency import LatencyTable
@@ -36,7 +37,7 @@ from nas.recipe import Recipe, recipe_from_saved
 from nas.search.objective import Objective, cost_function
 from nas.search.sample import sample_within_budget
 from nas.space import SearchSpace
-from nas.typed_yaml import write_text_atomic
+from nas.typed_yaml import require_same, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +66,7 @@ def _train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, th
         return [train_one(job) for job in tqdm(jobs, desc="compare: networks trained", disable=None)]
     import ray
 
-    started = False
-    if not ray.is_initialized():
-        try:
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
-        except ConnectionError as exc:
-            raise NasError(f"cannot reach a Ray cluster at {address}: {exc}") from None
-        started = True
+    started = start_ray(address, workers * threads)
     try:
         # A task whose worker dies is retried; it resumes from the run's last checkpoint.
         remote = ray.remote(num_cpus=threads, max_retries=3)(train_one)
@@ -127,10 +118,7 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
             raise NasError(f"{out} already holds a comparison; pass --resume to continue it or choose another --out")
         saved = json.loads(plan_path.read_text(encoding="utf-8"))
         saved["config"]["recipe"] = asdict(recipe_from_saved(saved["config"]["recipe"]))  # old key names
-        changed = [k for k in config if saved["config"].get(k) != config[k]]
-        if changed:
-            raise NasError(f"{plan_path}: cannot resume with a different {changed[0]} "
-                           f"({saved['config'].get(changed[0])!r} in the comparison, {config[changed[0]]!r} now)")
+        require_same(saved["config"], config, list(config), plan_path, "comparison")
         objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
         networks = [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
     else:

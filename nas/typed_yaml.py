@@ -20,6 +20,15 @@ import yaml
 from nas.errors import NasError
 
 
+def require_same(saved: Mapping[str, Any], now: Mapping[str, Any], keys, where: str | os.PathLike,
+                 what: str = "run") -> None:
+    """Refuse to resume ``where`` when one of ``keys`` differs between the saved config and now."""
+    for key in keys:
+        if saved.get(key) != now.get(key):
+            raise NasError(f"{where}: cannot resume with a different {key} "
+                           f"({saved.get(key)!r} in the {what}, {now.get(key)!r} now)")
+
+
 def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
     """Parse a YAML file; any problem becomes a one-line :class:`NasError` naming the file."""
     path = Path(path)

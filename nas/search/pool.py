@@ -14,7 +14,7 @@ import os
 from typing import Sequence
 
 from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.cluster import start_ray
 from nas.search.evaluator import DiskCache, EvalSpec, SubnetEvaluator
 
 log = logging.getLogger(__name__)
@@ -54,16 +54,7 @@ class EvaluatorPool:
             return
         import ray
 
-        if not ray.is_initialized():
-            try:
-                if address:
-                    ray.init(address=address, log_to_driver=False)
-                else:
-                    ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
-                             configure_logging=False)
-            except ConnectionError as exc:
-                raise NasError(f"cannot reach a Ray cluster at {address}: {exc}") from None
-            self._started_ray = True
+        self._started_ray = start_ray(address, workers)
         actor = _actor_class()
         n = workers or int(ray.cluster_resources().get("CPU", 1))
         self.actors = [actor.remote(dict(spec.__dict__), threads_per_worker) for _ in range(n)]

@@ -21,7 +21,7 @@ from nas.search.greedy import SearchState, Step, greedy_slim
 from nas.search.objective import Cost, Objective, cost_function
 from nas.search.pool import EvaluatorPool
 from nas.space import load_space
-from nas.typed_yaml import dump_yaml, write_text_atomic
+from nas.typed_yaml import dump_yaml, require_same, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,7 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
         if not state_path.exists():
             raise NasError(f"{run}: nothing to resume (no state.json)")
         state, saved = _state_from_json(state_path)
-        changed = [k for k in ("supernet", "space", "objective", "target", "device", "img_size") if saved.get(k) != config[k]]
-        if changed:
-            raise NasError(f"{state_path}: cannot resume with a different {changed[0]} "
-                           f"({saved.get(changed[0])!r} in the run, {config[changed[0]]!r} now)")
+        require_same(saved, config, ("supernet", "space", "objective", "target", "device", "img_size"), state_path)
     elif state_path.exists() or (run / "trials.jsonl").exists():
         raise NasError(f"{run} already holds a search; pass --resume to continue it or choose another --run")
     run.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from nas.errors import NasError
 from nas.recipe import Recipe
-from nas.typed_yaml import dump_yaml, read_yaml, write_text_atomic
+from nas.typed_yaml import dump_yaml, read_yaml, require_same, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +112,8 @@ class RunFolder:
             if not self.checkpoint.exists():
                 raise NasError(f"{self.path}: nothing to resume (no checkpoint.pt)")
             saved = read_yaml(config_path, "run config") or {}
-            keys = ("command", "space", "arch_digest", "data", "seed", "world_size")
-            changed = [k for k in keys if saved.get(k) != config.get(k)]
-            if changed:
-                k = changed[0]
-                raise NasError(f"{config_path}: cannot resume with a different {k} "
-                               f"({saved.get(k)!r} in the run, {config.get(k)!r} now)")
+            require_same(saved, config, ("command", "space", "arch_digest", "data", "seed", "world_size"),
+                         config_path)
             return
         if self.checkpoint.exists():
             raise NasError(f"{self.path} already holds a run; pass --resume to continue it or choose another --run")
