@@ -97,7 +97,11 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
             out: str | Path, seed: int = 0, device: str | None = None, img_size: int = 224,
             objective_name: str = "mes", tolerance: float = 0.05, workers: int = 0, ray_address: str | None = None,
             threads_per_worker: int = 1, resume: bool = False, max_steps: int | None = None,
-            recipe_name: str = "", searched_label: str = "", progress: bool = True) -> dict[str, Any]:
+            recipe_name: str = "", searched_label: str = "", progress: bool = True, supernet_run: str | None = None,
+            bn_calib_batches: int | None = None) -> dict[str, Any]:
+    """Train ``searched`` and ``n_random`` random sub-networks of its budget from scratch and tabulate
+    them. With ``supernet_run`` (the supernet the search used), every network's supernet accuracy
+    (what the search saw) is scored too, with Kendall's tau between the two rankings."""
     space.validate(searched, where=searched_label or "searched arch")
     Objective(objective_name, 1.0)  # an unknown objective fails before anything else
     if objective_name != "params" and not device:
@@ -105,6 +109,15 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
     if n_random < 1:
         raise NasError(f"--random must be at least 1, got {n_random}")
     num_classes = count_classes(data)
+    supernet_spec = None
+    if supernet_run:
+        from nas.search.evaluator import EvalSpec
+        from nas.space import load_space
+
+        supernet_spec = EvalSpec.from_run(supernet_run, bn_calib_batches)
+        if load_space(supernet_spec.space).name != space.name:
+            raise NasError(f"supernet {supernet_run} is of space {load_space(supernet_spec.space).name}, "
+                           f"not {space.name}; pass its space's arch or --supernet none")
     table = LatencyTable.load(device, space, img_size) if device else None
     cost = cost_function(table, img_size, num_classes)  # the budget as the search priced it
     out = Path(out)
@@ -136,12 +149,15 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
              "run": str(out / "runs" / name), "seed": seed, "max_steps": max_steps, "space": space.name,
              "progress": progress} for name, arch in networks]
     trained = _train_all(jobs, workers, ray_address, threads_per_worker)
+    supernet_top1 = _supernet_accuracies(supernet_spec, [a for _, a in networks], out) \
+        if supernet_spec else [None] * len(networks)
 
     rows = []
-    for (name, arch), result in zip(networks, trained):
+    for (name, arch), result, supernet_acc in zip(networks, trained, supernet_top1):
         c = cost(arch)
         rows.append({"network": name, "kind": "searched" if name == "searched" else "random",
-                     "top1": result["top1"], "top1_ema": result.get("top1_ema"), "params": c.params,
+                     "top1": result["top1"], "top1_ema": result.get("top1_ema"), "supernet_top1": supernet_acc,
+                     "params": c.params,
                      "macs": count_macs(arch, img_size, num_classes), "latency_ms": c.latency_ms, "mes": c.mes,
                      "digest": arch.digest, "arch": arch.to_dict()})
     first = trained[0]
@@ -155,6 +171,9 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
         "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * tolerance:g}% of the "
                     f"searched network's {objective.name} {objective.target:.4g} on the side that meets it",
     }
+    if supernet_run:
+        sources["supernet accuracy"] = (f"top-1 of the sub-network with the weights of supernet {supernet_run}, "
+                                        "BatchNorm recalibrated, on that run's search split (what the search saw)")
     searched_row, random_rows = rows[0], rows[1:]
     random_top1 = [r["top1"] for r in random_rows]
     summary = {
@@ -165,6 +184,11 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
         "searched_rank": 1 + sum(t > searched_row["top1"] for t in random_top1),
         "networks": len(rows),
     }
+    if supernet_run:
+        from scipy.stats import kendalltau
+
+        tau = kendalltau([r["supernet_top1"] for r in rows], [r["top1"] for r in rows]).statistic
+        summary["kendall_tau_supernet_vs_scratch"] = None if tau != tau else float(tau)  # NaN when all tie
     result = {"objective": {"name": objective.name, "target": objective.target}, "space": space.name,
               "searched": searched_label, "rows": rows, "sources": sources, "summary": summary}
     write_text_atomic(out / "compare.csv", to_csv(rows))
@@ -174,7 +198,18 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
     return result
 
 
-CSV_FIELDS = ("network", "kind", "top1", "top1_ema", "params", "macs", "latency_ms", "mes", "digest")
+def _supernet_accuracies(spec, archs: list[ArchConfig], out: Path) -> list[float]:
+    from nas.search.evaluator import DiskCache
+    from nas.search.pool import EvaluatorPool
+
+    pool = EvaluatorPool(spec, cache=DiskCache(out / "supernet_evaluations.jsonl"))
+    try:
+        return pool(archs)
+    finally:
+        pool.close()
+
+
+CSV_FIELDS = ("network", "kind", "top1", "top1_ema", "supernet_top1", "params", "macs", "latency_ms", "mes", "digest")
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -192,14 +227,17 @@ def _fmt(value, spec: str) -> str:
 def table_lines(rows: list[dict]) -> list[str]:
     """The comparison as a Markdown table (also what the CLI prints)."""
     ema = any(r.get("top1_ema") is not None for r in rows)
+    supernet = any(r.get("supernet_top1") is not None for r in rows)
     head = "| network | top-1 (%) |" + (" top-1 EMA (%) |" if ema else "") + \
-        " params (M) | MACs (M) | latency (ms) | MES | digest |"
+        (" supernet top-1 (%) |" if supernet else "") + " params (M) | MACs (M) | latency (ms) | MES | digest |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         name = f"**{r['network']}**" if r["kind"] == "searched" else r["network"]
         cells = [name, _fmt(100 * r["top1"], ".2f")]
         if ema:
             cells.append(_fmt(None if r.get("top1_ema") is None else 100 * r["top1_ema"], ".2f"))
+        if supernet:
+            cells.append(_fmt(None if r.get("supernet_top1") is None else 100 * r["supernet_top1"], ".2f"))
         cells += [_fmt(r["params"] / 1e6, ".3f"), _fmt(r["macs"] / 1e6, ".1f"), _fmt(r["latency_ms"], ".3f"),
                   _fmt(r["mes"], ".1f"), f"`{r['digest']}`"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -208,9 +246,13 @@ def table_lines(rows: list[dict]) -> list[str]:
 
 def summary_line(result: dict) -> str:
     s = result["summary"]
-    return (f"searched {100 * s['searched_top1']:.2f}% vs random {100 * s['random_top1_mean']:.2f}% "
+    line = (f"searched {100 * s['searched_top1']:.2f}% vs random {100 * s['random_top1_mean']:.2f}% "
             f"+- {100 * s['random_top1_std']:.2f}% (mean +- std of {s['networks'] - 1}; best "
             f"{100 * s['random_top1_best']:.2f}%): the searched network ranks {s['searched_rank']} of {s['networks']}")
+    if "kendall_tau_supernet_vs_scratch" in s:
+        tau = s["kendall_tau_supernet_vs_scratch"]
+        line += f"; Kendall's tau, supernet vs from-scratch ranking: {'-' if tau is None else format(tau, '.2f')}"
+    return line
 
 
 def to_markdown(result: dict) -> str:

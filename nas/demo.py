@@ -110,7 +110,8 @@ def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe |
     searched = ArchConfig.load(search_run / "arch.yaml")
     comparison = compare(searched, space, n_random, train_recipe, None, compare_run, seed=seed, device=DEMO_DEVICE,
                          objective_name="mes", workers=workers, resume=(compare_run / "plan.json").exists(),
-                         recipe_name="demo", searched_label=str(search_run / "arch.yaml"), progress=progress)
+                         recipe_name="demo", searched_label=str(search_run / "arch.yaml"), progress=progress,
+                         supernet_run=str(supernet_run))
     timings["compare"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     result = {"run": str(run), "space": DEMO_SPACE, "device": DEMO_DEVICE, "target_mes": target,

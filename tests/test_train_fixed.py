@@ -170,6 +170,7 @@ def test_compare_on_ray_workers_trains_the_same_networks(tmp_path, capsys):
     (["--device", "iphone99"], "unknown device"),
     (["--device", "iphone12", "--tolerance", "1e-9"], "widen --tolerance"),
     (["--objective", "params", "--resume"], "nothing to resume"),
+    (["--objective", "params", "--supernet", "/no/such/run"], "not a trained supernet run"),
 ])
 def test_compare_bad_input(tmp_path, capsys, extra, fragment):
     arch_path = _searched_like_arch(tmp_path)
@@ -186,12 +187,16 @@ def test_demo_with_a_reduced_budget(tmp_path, capsys):
                  "--target-fraction", "0.1"]) == 0
     out = capsys.readouterr().out
     for fragment in ("[1/4] latency table", "[2/4] supernet", "[3/4] search", "[4/4] compare", "| **searched** |",
-                     "random-1", "where the numbers come from", "predicted on iphone12", "trained from scratch"):
+                     "random-1", "where the numbers come from", "predicted on iphone12", "trained from scratch",
+                     "supernet top-1 (%)", "Kendall's tau, supernet vs from-scratch ranking"):
         assert fragment in out, fragment
     result = json.loads((run / "demo.json").read_text())
     assert result["search"]["mes"] >= result["target_mes"]
     searched = ArchConfig.load(run / "search" / "arch.yaml")
-    assert result["comparison"]["rows"][0]["digest"] == searched.digest
+    rows = result["comparison"]["rows"]
+    assert rows[0]["digest"] == searched.digest
+    # The searched network's supernet accuracy is the one the search ended with.
+    assert rows[0]["supernet_top1"] == pytest.approx(result["search"]["accuracy"])
     # A second run finds every stage done and prints the same table.
     assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
                  "--target-fraction", "0.1"]) == 0

@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--tolerance", type=float, default=0.05, help="relative budget band (default 0.05)")
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     p.add_argument("--data", help="image folder (default: the data of the search's supernet; else digits)")
+    p.add_argument("--supernet", help="also score every network with this supernet run's weights, as the search "
+                                      "did (default: the search's supernet; 'none' to skip); --bn-calib-batches "
+                                      "(default: the search's) sets its BatchNorm calibration")
     p.add_argument("--out", help="output folder (default: runs/compare-<searched digest>)")
     p.add_argument("--workers", type=int, default=0,
                    help="Ray workers training in parallel (default 0: one after another in this process)")
@@ -50,7 +53,8 @@ def search_defaults(arch_path: str) -> dict:
     saved = read_yaml(config_path, "search config") or {}
     if not isinstance(saved, dict) or saved.get("command") != "search":
         return {}
-    defaults = {k: saved[k] for k in ("objective", "device", "img_size") if saved.get(k) is not None}
+    defaults = {k: saved[k] for k in ("objective", "device", "img_size", "supernet", "bn_calib_batches")
+                if saved.get(k) is not None}
     supernet_config = Path(str(saved.get("supernet", ""))) / "config.yaml"
     if supernet_config.exists():
         supernet = read_yaml(supernet_config, "supernet run config") or {}
@@ -73,12 +77,17 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or defaults.get("device")
     img_size = args.price_size or defaults.get("img_size", 224)
     data = args.data if args.data is not None else defaults.get("data")
+    supernet = args.supernet or defaults.get("supernet")
+    supernet = None if supernet in (None, "none") else supernet
+    # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
+    bn_calib_batches = args.recipe_bn_calib_batches or defaults.get("bn_calib_batches")
     recipe = recipe_from_args(args)
     out = args.out or f"runs/compare-{arch.digest}"
     result = compare(arch, space, args.random, recipe, data, out, seed=args.seed, device=device, img_size=img_size,
                      objective_name=objective, tolerance=args.tolerance, workers=args.workers,
                      ray_address=args.ray_address, threads_per_worker=args.threads_per_worker, resume=args.resume,
-                     max_steps=args.max_steps, recipe_name=str(args.recipe), searched_label=label)
+                     max_steps=args.max_steps, recipe_name=str(args.recipe), searched_label=label,
+                     supernet_run=supernet, bn_calib_batches=bn_calib_batches)
     o = result["objective"]
     lines = [f"budget: {o['name']} {o['target']:.4g} (the searched network's)", *table_lines(result["rows"]),
              summary_line(result)]

@@ -59,7 +59,7 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
     run = Path(run)
     config = {"command": "search", "supernet": str(supernet_run), "space": space.name, "objective": objective.name,
               "target": objective.target, "device": device, "img_size": img_size, "seed": seed,
-              "num_classes": num_classes,
+              "num_classes": num_classes, "bn_calib_batches": bn_calib_batches,
               "latency_source": table.describe_source() if table else None}
     state_path = run / "state.json"
     state = None
