@@ -93,6 +93,27 @@ def _plan(searched: ArchConfig, space: SearchSpace, n_random: int, objective_nam
     return objective, [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)]
 
 
+def _save_plan(out: Path, config: dict, objective: Objective, networks: list[tuple[str, ArchConfig]]) -> None:
+    if (out / "plan.json").exists():
+        raise NasError(f"{out} already holds a comparison; pass --resume to continue it or choose another --out")
+    for name, arch in networks:
+        arch.save(out / "archs" / f"{name}.yaml")
+    write_text_atomic(out / "plan.json", json.dumps({
+        "config": config, "objective": {"name": objective.name, "target": objective.target},
+        "networks": [{"name": n, "arch": a.to_dict(), "digest": a.digest} for n, a in networks]}, indent=1) + "\n")
+
+
+def _saved_plan(out: Path, config: dict) -> tuple[Objective, list[tuple[str, ArchConfig]]]:
+    plan_path = out / "plan.json"
+    if not plan_path.exists():
+        raise NasError(f"{out}: nothing to resume (no plan.json)")
+    saved = json.loads(plan_path.read_text(encoding="utf-8"))
+    saved["config"]["recipe"] = asdict(recipe_from_saved(saved["config"]["recipe"]))  # old key names
+    require_same(saved["config"], config, list(config), plan_path, "comparison")
+    objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
+    return objective, [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+
+
 def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Recipe, data: str | None,
             out: str | Path, seed: int = 0, device: str | None = None, img_size: int = 224,
             objective_name: str = "mes", tolerance: float = 0.05, workers: int = 0, ray_address: str | None = None,
@@ -125,25 +146,11 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
               "space": space.name, "random": n_random, "objective": objective_name, "tolerance": tolerance,
               "device": device, "img_size": img_size, "data": data, "seed": seed, "recipe": asdict(recipe),
               "recipe_name": recipe_name, "max_steps": max_steps}
-    plan_path = out / "plan.json"
-    if plan_path.exists():
-        if not resume:
-            raise NasError(f"{out} already holds a comparison; pass --resume to continue it or choose another --out")
-        saved = json.loads(plan_path.read_text(encoding="utf-8"))
-        saved["config"]["recipe"] = asdict(recipe_from_saved(saved["config"]["recipe"]))  # old key names
-        require_same(saved["config"], config, list(config), plan_path, "comparison")
-        objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
-        networks = [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+    if resume:
+        objective, networks = _saved_plan(out, config)
     else:
-        if resume:
-            raise NasError(f"{out}: nothing to resume (no plan.json)")
         objective, networks = _plan(searched, space, n_random, objective_name, tolerance, cost, seed)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, arch in networks:
-            arch.save(out / "archs" / f"{name}.yaml")
-        write_text_atomic(plan_path, json.dumps({
-            "config": config, "objective": {"name": objective.name, "target": objective.target},
-            "networks": [{"name": n, "arch": a.to_dict(), "digest": a.digest} for n, a in networks]}, indent=1) + "\n")
+        _save_plan(out, config, objective, networks)
 
     jobs = [{"name": name, "arch": arch.to_dict(), "recipe": asdict(recipe), "data": data,
              "run": str(out / "runs" / name), "seed": seed, "max_steps": max_steps, "space": space.name,
