@@ -62,7 +62,8 @@ def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]
 
 
 def _train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int) -> list[dict]:
-    if workers == 0 and address is None:
+    finished = all((Path(job["run"]) / "result.json").exists() for job in jobs)
+    if finished or (workers == 0 and address is None):
         return [train_one(job) for job in tqdm(jobs, desc="compare: networks trained", disable=None)]
     import ray
 

@@ -7,6 +7,7 @@ import dataclasses
 import sys
 
 from nas.cli.common import add_common, emit, positive_int
+from nas.demo import SUPERNET_EPOCHS, TRAIN_EPOCHS
 
 
 def add_parser(sub) -> None:
@@ -18,9 +19,10 @@ def add_parser(sub) -> None:
                                    "comparison. Running it again continues an interrupted demo.")
     p.add_argument("--run", default="runs/demo", help="output folder (default runs/demo)")
     p.add_argument("--random", type=positive_int, default=3, help="random sub-networks to compare with (default 3)")
-    p.add_argument("--supernet-epochs", type=positive_int, help="supernet epochs (default: the demo recipe's)")
-    p.add_argument("--train-epochs", type=positive_int, help="epochs per network trained from scratch "
-                                                              "(default: the demo recipe's)")
+    p.add_argument("--supernet-epochs", type=positive_int, default=SUPERNET_EPOCHS,
+                   help=f"supernet epochs (default {SUPERNET_EPOCHS})")
+    p.add_argument("--train-epochs", type=positive_int, default=TRAIN_EPOCHS,
+                   help=f"epochs per network trained from scratch (default {TRAIN_EPOCHS})")
     p.add_argument("--target-fraction", type=float, default=0.5,
                    help="MES target as a fraction of the way from the largest sub-network's MES to the smallest's "
                         "(default 0.5)")
@@ -36,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from nas.recipe import load_recipe
 
     recipe = load_recipe("demo")
-    supernet_recipe = dataclasses.replace(recipe, epochs=args.supernet_epochs or recipe.epochs)
-    train_recipe = dataclasses.replace(recipe, epochs=args.train_epochs or recipe.epochs)
+    supernet_recipe = dataclasses.replace(recipe, epochs=args.supernet_epochs)
+    train_recipe = dataclasses.replace(recipe, epochs=args.train_epochs)
 
     def stage(text: str) -> None:
         if not args.json:
