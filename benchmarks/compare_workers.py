@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from nas.compare import _train_all
+from nas.compare import train_all
 from nas.recipe import load_recipe
 from nas.space import load_space
 
@@ -47,7 +47,7 @@ def main() -> None:
     for label, workers in (("in-process", 0), (f"{args.workers} Ray workers", args.workers)):
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            _train_all(jobs(Path(tmp)), workers, None, threads=1)
+            train_all(jobs(Path(tmp)), workers, None, threads=1)
             timings[label] = time.perf_counter() - start
     base, ray_time = timings["in-process"], timings[f"{args.workers} Ray workers"]
     print(f"# compare training: {args.networks} networks x {args.steps} steps (batch 64, 32x32, digits), "

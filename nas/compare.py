@@ -36,6 +36,7 @@ from nas.metrics import count_macs
 from nas.recipe import Recipe, recipe_from_saved
 from nas.search.objective import Objective, cost_function
 from nas.search.sample import sample_within_budget
+from nas.train.common import finished_or_run
 from nas.space import SearchSpace
 from nas.typed_yaml import require_same, write_text_atomic
 
@@ -52,16 +53,12 @@ def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]
 
         torch.set_num_threads(threads)
     run = Path(job["run"])
-    done = run / "result.json"
-    if done.exists():
-        return json.loads(done.read_text(encoding="utf-8"))
-    resume = (run / "checkpoint.pt").exists()
-    return train_fixed(ArchConfig.from_dict(job["arch"]), recipe_from_saved(job["recipe"]), job["data"], run,
-                       seed=job["seed"], resume=resume, progress=job["progress"], max_steps=job["max_steps"],
-                       label=job["name"], space=job["space"])
+    return finished_or_run(run, "checkpoint.pt", lambda resume: train_fixed(
+        ArchConfig.from_dict(job["arch"]), recipe_from_saved(job["recipe"]), job["data"], run, seed=job["seed"],
+        resume=resume, progress=job["progress"], max_steps=job["max_steps"], label=job["name"], space=job["space"]))
 
 
-def _train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int) -> list[dict]:
+def train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int) -> list[dict]:
     finished = all((Path(job["run"]) / "result.json").exists() for job in jobs)
     if finished or (workers == 0 and address is None):
         return [train_one(job) for job in tqdm(jobs, desc="compare: networks trained", disable=None)]
@@ -156,7 +153,7 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
     jobs = [{"name": name, "arch": arch.to_dict(), "recipe": asdict(recipe), "data": data,
              "run": str(out / "runs" / name), "seed": seed, "max_steps": max_steps, "space": space.name,
              "progress": progress} for name, arch in networks]
-    trained = _train_all(jobs, workers, ray_address, threads_per_worker)
+    trained = train_all(jobs, workers, ray_address, threads_per_worker)
     supernet_top1 = _supernet_accuracies(supernet_spec, [a for _, a in networks], out) \
         if supernet_spec else [None] * len(networks)
 

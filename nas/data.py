@@ -67,10 +67,25 @@ class ImageSource:
         log.info("%s: cached %d images (%.0f MB)", self.name, len(self), size_mb)
 
 
-def _scan_folder(folder: Path) -> ImageSource:
+def _train_folder(data: str) -> Path:
+    """``data/train``, or a one-line error saying what is missing."""
+    root = Path(data)
+    if not root.is_dir():
+        raise NasError(f"{root}: data folder not found; expected {root}/train/<class>/<image>")
+    if not (root / "train").is_dir():
+        raise NasError(f"{root}: no train/ folder; expected {root}/train/<class>/<image> (and val/ or test/)")
+    return root / "train"
+
+
+def _class_names(folder: Path) -> list[str]:
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
     if not classes:
         raise NasError(f"{folder}: no class folders; expected {folder}/<class>/<image>")
+    return classes
+
+
+def _scan_folder(folder: Path) -> ImageSource:
+    classes = _class_names(folder)
     paths, labels = [], []
     for label, name in enumerate(classes):
         files = sorted(p for p in (folder / name).iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
@@ -124,12 +139,9 @@ def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bo
         full = _subset(full, order[n_val:], "digits train")
         val_name = "20% of scikit-learn digits held out"
     else:
-        root = Path(data)
-        if not root.is_dir():
-            raise NasError(f"{root}: data folder not found; expected {root}/train/<class>/<image>")
-        if not (root / "train").is_dir():
-            raise NasError(f"{root}: no train/ folder; expected {root}/train/<class>/<image> (and val/ or test/)")
-        full = _scan_folder(root / "train")
+        train_dir = _train_folder(data)
+        root = train_dir.parent
+        full = _scan_folder(train_dir)
         val_dir = next((root / d for d in ("val", "test") if (root / d).is_dir()), None)
         val = _scan_folder(val_dir) if val_dir else None
         if val is not None and val.classes != full.classes:
@@ -152,15 +164,7 @@ def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bo
 
 def count_classes(data: str | None) -> int:
     """Number of classes without reading any image (digits: 10)."""
-    if data is None:
-        return 10
-    train = Path(data) / "train"
-    if not train.is_dir():
-        raise NasError(f"{data}: no train/ folder; expected {data}/train/<class>/<image> (and val/ or test/)")
-    classes = [p for p in train.iterdir() if p.is_dir()]
-    if not classes:
-        raise NasError(f"{train}: no class folders; expected {train}/<class>/<image>")
-    return len(classes)
+    return 10 if data is None else len(_class_names(_train_folder(data)))
 
 
 def train_transform(recipe: Recipe):

@@ -23,10 +23,12 @@ from typing import Any, Callable
 
 from nas.errors import NasError
 from nas.latency import LatencyTable
+from nas.latency.table import table_path
 from nas.recipe import Recipe
 from nas.search.greedy import reachable_range
 from nas.search.objective import Objective, cost_function
 from nas.space import load_space
+from nas.train.common import finished_or_run
 from nas.typed_yaml import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -41,16 +43,14 @@ TRAIN_EPOCHS = 15
 
 
 def ensure_table(device: str, space, img_size: int = 224) -> LatencyTable:
-    """The device's table for ``space``: the shipped one, or a predicted one built now (phones)."""
-    try:
-        return LatencyTable.load(device, space, img_size)
-    except NasError:
+    """The device's table for ``space``: the shipped one, or a predicted one built now (phones) when
+    there is none. A corrupt or mismatched table stays an error: it is not overwritten."""
+    if not table_path(device, space.name, img_size).exists():
         from nas.latency.predict import build_predicted_table
 
         log.info("no %s table for %s; building the predicted one", device, space.name)
-        table = build_predicted_table(device, space, img_size, progress=False)
-        table.save()
-        return table
+        build_predicted_table(device, space, img_size, progress=False).save()
+    return LatencyTable.load(device, space, img_size)
 
 
 def demo_target(space, table, num_classes: int = DIGITS_CLASSES, fraction: float = 0.5) -> float:
@@ -68,6 +68,8 @@ def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe |
     from nas.search.run import search
     from nas.train.supernet import train_supernet
 
+    if not 0 < target_fraction <= 1:  # checked before minutes of training, not after
+        raise NasError(f"--target-fraction must be in (0, 1], got {target_fraction}")
     run = Path(run)
     supernet_recipe = supernet_recipe or dataclasses.replace(load_recipe("demo"), epochs=SUPERNET_EPOCHS)
     train_recipe = train_recipe or dataclasses.replace(load_recipe("demo"), epochs=TRAIN_EPOCHS)
@@ -85,24 +87,16 @@ def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe |
     supernet_run = run / "supernet"
     say(f"[2/4] supernet: {DEMO_SPACE}, sandwich rule, {supernet_recipe.epochs} epochs on scikit-learn digits "
         f"-> {supernet_run}")
-    if (supernet_run / "result.json").exists():
-        supernet_result = json.loads((supernet_run / "result.json").read_text(encoding="utf-8"))
-    else:
-        supernet_result = train_supernet(space, supernet_recipe, None, supernet_run, seed=seed,
-                                         resume=(supernet_run / "checkpoint.pt").exists(), progress=progress)
+    supernet_result = finished_or_run(supernet_run, "checkpoint.pt", lambda resume: train_supernet(
+        space, supernet_recipe, None, supernet_run, seed=seed, resume=resume, progress=progress))
     timings["supernet"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    if not 0 < target_fraction <= 1:
-        raise NasError(f"--target-fraction must be in (0, 1], got {target_fraction}")
     target = demo_target(space, table, fraction=target_fraction)
     search_run = run / "search"
     say(f"[3/4] search: greedy slimming to MES {target:g} on the {DEMO_DEVICE} table -> {search_run}")
-    if (search_run / "result.json").exists():
-        search_result = json.loads((search_run / "result.json").read_text(encoding="utf-8"))
-    else:
-        search_result = search(supernet_run, Objective("mes", target), DEMO_DEVICE, search_run, seed=seed,
-                               workers=workers, resume=(search_run / "state.json").exists())
+    search_result = finished_or_run(search_run, "state.json", lambda resume: search(
+        supernet_run, Objective("mes", target), DEMO_DEVICE, search_run, seed=seed, workers=workers, resume=resume))
     timings["search"] = time.perf_counter() - t
 
     t = time.perf_counter()

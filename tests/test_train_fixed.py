@@ -201,3 +201,11 @@ def test_demo_with_a_reduced_budget(tmp_path, capsys):
     assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
                  "--target-fraction", "0.1"]) == 0
     assert "| **searched** |" in capsys.readouterr().out
+
+
+def test_demo_rejects_a_bad_target_before_training(tmp_path, capsys):
+    run = tmp_path / "demo"
+    assert main(["demo", "--run", str(run), "--target-fraction", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--target-fraction must be in (0, 1]" in err[0]
+    assert not run.exists()

@@ -8,7 +8,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -141,6 +141,15 @@ class RunFolder:
     def write_json(self, name: str, data: Any) -> None:
         if self.env.is_main:
             write_text_atomic(self.path / name, json.dumps(data, indent=1) + "\n")
+
+
+def finished_or_run(folder: Path, progress_file: str, start: Callable[[bool], dict[str, Any]]) -> dict[str, Any]:
+    """The ``result.json`` of a finished run in ``folder``; otherwise ``start(resume)``, resuming
+    when the run's ``progress_file`` (checkpoint or state) shows it was interrupted."""
+    done = folder / "result.json"
+    if done.exists():
+        return json.loads(done.read_text(encoding="utf-8"))
+    return start((folder / progress_file).exists())
 
 
 def param_groups(params: list[tuple[str, nn.Parameter]], weight_decay: float, no_decay: set[str]):
