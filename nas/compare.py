@@ -21,6 +21,7 @@ import json
 import logging
 import random
 import statistics
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,16 +30,19 @@ from tqdm import tqdm
 
 from nas.arch import ArchConfig
 from nas.cluster import start_ray
-from nas.data import count_classes
+from nas.checkpoint import file_digest, load_checkpoint
+from nas.data import data_fingerprint, load_splits
 from nas.errors import NasError
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe, recipe_from_saved
+from nas.runconfig import CompareRunConfig, as_dict, require_resumable, run_config_from
+from nas.runlock import RunLock
 from nas.search.objective import Objective, cost_function
 from nas.search.sample import sample_within_budget
 from nas.train.common import finished_or_run
 from nas.space import SearchSpace
-from nas.typed_yaml import require_same, write_text_atomic
+from nas.typed_yaml import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -91,25 +95,26 @@ def _plan(searched: ArchConfig, space: SearchSpace, n_random: int, objective_nam
     return objective, [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)]
 
 
-def _save_plan(out: Path, config: dict, objective: Objective, networks: list[tuple[str, ArchConfig]]) -> None:
-    if (out / "plan.json").exists():
-        raise NasError(f"{out} already holds a comparison; pass --resume to continue it or choose another --out")
+def _save_plan(out: Path, config: CompareRunConfig, objective: Objective,
+               networks: list[tuple[str, ArchConfig]]) -> None:
     for name, arch in networks:
         arch.save(out / "archs" / f"{name}.yaml")
     write_text_atomic(out / "plan.json", json.dumps({
-        "config": config, "objective": {"name": objective.name, "target": objective.target},
+        "config": as_dict(config), "objective": {"name": objective.name, "target": objective.target},
         "networks": [{"name": n, "arch": a.to_dict(), "digest": a.digest} for n, a in networks]}, indent=1) + "\n")
 
 
-def _saved_plan(out: Path, config: dict) -> tuple[Objective, list[tuple[str, ArchConfig]]]:
+def _saved_plan(out: Path, config: CompareRunConfig) -> tuple[Objective, list[tuple[str, ArchConfig]]]:
     plan_path = out / "plan.json"
     if not plan_path.exists():
         raise NasError(f"{out}: nothing to resume (no plan.json)")
-    saved = json.loads(plan_path.read_text(encoding="utf-8"))
-    saved["config"]["recipe"] = asdict(recipe_from_saved(saved["config"]["recipe"]))  # old key names
-    require_same(saved["config"], config, list(config), plan_path, "comparison")
-    objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
-    return objective, [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+    try:
+        saved = json.loads(plan_path.read_text(encoding="utf-8"))
+        require_resumable(run_config_from(saved["config"], plan_path, CompareRunConfig), config, plan_path)
+        objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
+        return objective, [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NasError(f"{plan_path}: corrupt comparison plan ({type(exc).__name__}: {exc})") from None
 
 
 def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Recipe, data: str | None,
@@ -120,41 +125,72 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
             bn_calib_batches: int | None = None) -> dict[str, Any]:
     """Train ``searched`` and ``n_random`` random sub-networks of its budget from scratch and tabulate
     them. With ``supernet_run`` (the supernet the search used), every network's supernet accuracy
-    (what the search saw) is scored too, with Kendall's tau between the two rankings."""
+    (what the search saw) is scored too, with Kendall's tau between the two rankings.
+
+    Every input, the images included (each decoded once), is checked before ``out`` is created;
+    ``out`` is locked while the comparison runs; ``resume`` continues it only with the same
+    settings (:class:`nas.runconfig.CompareRunConfig`)."""
     space.validate(searched, where=searched_label or "searched arch")
     Objective(objective_name, 1.0)  # an unknown objective fails before anything else
     if objective_name != "params" and not device:
         raise NasError(f"objective {objective_name} needs --device (a latency table)")
     if n_random < 1:
         raise NasError(f"--random must be at least 1, got {n_random}")
-    num_classes = count_classes(data)
-    supernet_spec = None
+    if not 0 < tolerance < 1:
+        raise NasError(f"--tolerance must be between 0 and 1, got {tolerance}")
+    splits = load_splits(data, recipe, seed, hold_out_search=False)  # bad data fails here, before any folder
+    num_classes = splits.num_classes
+    del splits
+    supernet_spec, supernet_context = None, {}
     if supernet_run:
-        from nas.search.evaluator import EvalSpec
+        from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
         from nas.space import load_space
 
         supernet_spec = EvalSpec.from_run(supernet_run, bn_calib_batches)
         if load_space(supernet_spec.space).name != space.name:
             raise NasError(f"supernet {supernet_run} is of space {load_space(supernet_spec.space).name}, "
                            f"not {space.name}; pass its space's arch or --supernet none")
+        load_checkpoint(supernet_spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+        supernet_context = supernet_spec.context()
     table = LatencyTable.load(device, space, img_size) if device else None
     cost = cost_function(table, img_size, num_classes)  # the budget as the search priced it
     out = Path(out)
-    config = {"command": "compare", "searched": searched.to_dict(), "searched_digest": searched.digest,
-              "space": space.name, "random": n_random, "objective": objective_name, "tolerance": tolerance,
-              "device": device, "img_size": img_size, "data": data, "seed": seed, "recipe": asdict(recipe),
-              "recipe_name": recipe_name, "max_steps": max_steps}
+    config = CompareRunConfig(
+        searched=searched.to_dict(), searched_digest=searched.digest, space=space.name, random=n_random,
+        objective=objective_name, tolerance=tolerance, device=device, img_size=img_size, data=data, seed=seed,
+        recipe=recipe, recipe_name=recipe_name, max_steps=max_steps, data_fingerprint=data_fingerprint(data),
+        table_digest=file_digest(table.path) if table is not None else None, supernet=supernet_run,
+        supernet_digest=supernet_context.get("supernet_digest"),
+        bn_calib_batches=supernet_context.get("bn_calib_batches"))
     if resume:
         objective, networks = _saved_plan(out, config)
     else:
+        if (out / "plan.json").exists():
+            raise NasError(f"{out} already holds a comparison; pass --resume to continue it or choose another --out")
         objective, networks = _plan(searched, space, n_random, objective_name, tolerance, cost, seed)
-        _save_plan(out, config, objective, networks)
+    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out, "compare"):
+        if not resume:
+            if (out / "plan.json").exists():  # written by a holder that finished before we took the lock
+                raise NasError(f"{out} already holds a comparison; pass --resume to continue it")
+            _save_plan(out, config, objective, networks)
+        return _train_and_report(out, config, objective, networks, space, table, cost, num_classes, recipe,
+                                 supernet_spec, supernet_context, workers, ray_address, threads_per_worker,
+                                 progress, searched_label)
 
+
+def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective, networks, space, table, cost,
+                      num_classes: int, recipe: Recipe, supernet_spec, supernet_context: dict, workers: int,
+                      ray_address: str | None, threads_per_worker: int, progress: bool,
+                      searched_label: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    data, seed, img_size, max_steps = config.data, config.seed, config.img_size, config.max_steps
+    recipe_name, supernet_run = config.recipe_name, config.supernet
     jobs = [{"name": name, "arch": arch.to_dict(), "recipe": asdict(recipe), "data": data,
              "run": str(out / "runs" / name), "seed": seed, "max_steps": max_steps, "space": space.name,
              "progress": progress} for name, arch in networks]
     trained = train_all(jobs, workers, ray_address, threads_per_worker)
-    supernet_top1 = _supernet_accuracies(supernet_spec, [a for _, a in networks], out) \
+    supernet_top1 = _supernet_accuracies(supernet_spec, supernet_context, [a for _, a in networks], out) \
         if supernet_spec else [None] * len(networks)
 
     rows = []
@@ -173,7 +209,7 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
         "cost": f"params and MACs exact (counted), at {img_size}x{img_size} with a {num_classes}-class head, "
                 "the size the search priced",
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
-        "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * tolerance:g}% of the "
+        "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of the "
                     f"searched network's {objective.name} {objective.target:.4g} on the side that meets it",
     }
     if supernet_run:
@@ -195,7 +231,8 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
         tau = kendalltau([r["supernet_top1"] for r in rows], [r["top1"] for r in rows]).statistic
         summary["kendall_tau_supernet_vs_scratch"] = None if tau != tau else float(tau)  # NaN when all tie
     result = {"objective": {"name": objective.name, "target": objective.target}, "space": space.name,
-              "searched": searched_label, "rows": rows, "sources": sources, "summary": summary}
+              "searched": searched_label, "rows": rows, "sources": sources, "summary": summary,
+              "seconds_this_process": round(time.perf_counter() - started, 1)}
     write_text_atomic(out / "compare.csv", to_csv(rows))
     write_text_atomic(out / "compare.md", to_markdown(result))
     _plot(rows, table is not None, out / "compare.png", objective)
@@ -203,11 +240,11 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
     return result
 
 
-def _supernet_accuracies(spec, archs: list[ArchConfig], out: Path) -> list[float]:
+def _supernet_accuracies(spec, context: dict, archs: list[ArchConfig], out: Path) -> list[float]:
     from nas.search.evaluator import DiskCache
     from nas.search.pool import EvaluatorPool
 
-    pool = EvaluatorPool(spec, cache=DiskCache(out / "supernet_evaluations.jsonl"))
+    pool = EvaluatorPool(spec, cache=DiskCache(out / "supernet_evaluations.jsonl", context))
     try:
         return pool(archs)
     finally:

@@ -12,7 +12,9 @@ a run resumed mid-epoch sees exactly the images it would have seen, whatever the
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
+from tqdm import tqdm
 
 from nas.errors import NasError
 from nas.recipe import Recipe
@@ -44,27 +47,37 @@ class ImageSource:
     def image(self, index: int) -> Image.Image:
         if self.pixels is not None:
             return Image.fromarray(self.pixels[index])
-        with Image.open(self.paths[index]) as img:
-            return img.convert("RGB")
+        path = self.paths[index]
+        try:
+            with Image.open(path) as img:
+                return img.convert("RGB")
+        except (OSError, SyntaxError, ValueError) as exc:  # PIL: truncated, corrupt or not an image
+            raise NasError(f"{path}: cannot decode image ({exc}); remove or replace the file") from None
 
-    def cache(self, max_mb: int) -> None:
-        """Decode every image into one uint8 array if they share a size and fit in ``max_mb``."""
+    def check_and_cache(self, cache: bool, max_mb: int) -> None:
+        """Decode every image once, before any training or evaluation starts, so that a corrupt or
+        truncated file is one error naming it rather than a crash mid-epoch; keep the decoded
+        images in one uint8 array when ``cache`` is set, they share a size and fit in ``max_mb``."""
         if self.pixels is not None or not self.paths:
             return
         first = np.asarray(self.image(0))
         size_mb = first.nbytes * len(self) / 2**20
-        if size_mb > max_mb:
+        keep = cache and size_mb <= max_mb
+        if cache and not keep:
             log.info("%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly", self.name, size_mb, max_mb)
-            return
-        pixels = np.empty((len(self), *first.shape), dtype=np.uint8)
-        for i in range(len(self)):
+        pixels = np.empty((len(self), *first.shape), dtype=np.uint8) if keep else None
+        for i in tqdm(range(len(self)), desc=f"checking {Path(self.name).name or self.name}", disable=None,
+                      leave=False, mininterval=2.0):
             array = np.asarray(self.image(i))
-            if array.shape != first.shape:
-                log.info("%s: images differ in size; decoding on the fly", self.name)
-                return
-            pixels[i] = array
-        self.pixels = pixels
-        log.info("%s: cached %d images (%.0f MB)", self.name, len(self), size_mb)
+            if pixels is not None:
+                if array.shape != first.shape:
+                    log.info("%s: images differ in size; decoding on the fly", self.name)
+                    pixels = None
+                else:
+                    pixels[i] = array
+        if pixels is not None:
+            self.pixels = pixels
+            log.info("%s: cached %d images (%.0f MB)", self.name, len(self), size_mb)
 
 
 def _train_folder(data: str) -> Path:
@@ -147,12 +160,11 @@ def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bo
         if val is not None and val.classes != full.classes:
             raise NasError(f"{val_dir}: its classes differ from {root / 'train'}")
         val_name = f"{val_dir.name}/ folder" if val_dir else "the search split (no val/ or test/ folder)"
-    if recipe.cache_images:
-        full.cache(recipe.cache_max_mb)
-        if data is not None and val is not None:
-            val.cache(recipe.cache_max_mb)
     if not 0 < recipe.search_fraction < 1:
         raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
+    full.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+    if data is not None and val is not None:
+        val.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
     order = np.random.default_rng(seed + 1).permutation(len(full))
     n_search = max(1, int(round(recipe.search_fraction * len(full))))
     search = _subset(full, np.sort(order[:n_search]), "search split")
@@ -160,6 +172,25 @@ def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bo
     if not hold_out_search and val is not None:
         train = full
     return Splits(train, search, val if val is not None else search, val_name)
+
+
+def data_fingerprint(data: str | None) -> str:
+    """What identifies a data set in resume checks and cache keys: the relative path and size of
+    every image in train/ and val/ (or test/), hashed (16 hex digits). Listing, not reading:
+    cheap for ImageNet too. The built-in digits are ``"digits"``."""
+    if data is None:
+        return "digits"
+    root = _train_folder(data).parent
+    h = hashlib.sha256()
+    for split in ("train", "val", "test"):
+        folder = root / split
+        if not folder.is_dir():
+            continue
+        for class_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+            for entry in sorted(os.scandir(class_dir), key=lambda e: e.name):
+                if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
+                    h.update(f"{split}/{class_dir.name}/{entry.name}:{entry.stat().st_size}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def count_classes(data: str | None) -> int:

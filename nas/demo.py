@@ -25,6 +25,7 @@ from nas.errors import NasError
 from nas.latency import LatencyTable
 from nas.latency.table import table_path
 from nas.recipe import Recipe
+from nas.runlock import RunLock
 from nas.search.greedy import reachable_range
 from nas.search.objective import Objective, cost_function
 from nas.space import load_space
@@ -63,14 +64,23 @@ def demo_target(space, table, num_classes: int = DIGITS_CLASSES, fraction: float
 def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe | None = None,
          train_recipe: Recipe | None = None, n_random: int = 3, workers: int = 0, target_fraction: float = 0.5,
          progress: bool = True, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run (or continue) the demo in ``run``, which it locks while it works."""
+    if not 0 < target_fraction <= 1:  # checked before minutes of training, not after
+        raise NasError(f"--target-fraction must be in (0, 1], got {target_fraction}")
+    run = Path(run)
+    run.mkdir(parents=True, exist_ok=True)
+    with RunLock(run, "demo"):
+        return _demo(run, seed, supernet_recipe, train_recipe, n_random, workers, target_fraction, progress, on_stage)
+
+
+def _demo(run: Path, seed: int, supernet_recipe: Recipe | None, train_recipe: Recipe | None, n_random: int,
+          workers: int, target_fraction: float, progress: bool,
+          on_stage: Callable[[str], None] | None) -> dict[str, Any]:
     from nas.compare import compare
     from nas.recipe import load_recipe
     from nas.search.run import search
     from nas.train.supernet import train_supernet
 
-    if not 0 < target_fraction <= 1:  # checked before minutes of training, not after
-        raise NasError(f"--target-fraction must be in (0, 1], got {target_fraction}")
-    run = Path(run)
     supernet_recipe = supernet_recipe or dataclasses.replace(load_recipe("demo"), epochs=SUPERNET_EPOCHS)
     train_recipe = train_recipe or dataclasses.replace(load_recipe("demo"), epochs=TRAIN_EPOCHS)
     say = on_stage or (lambda text: log.info("%s", text))
@@ -95,7 +105,7 @@ def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe |
     target = demo_target(space, table, fraction=target_fraction)
     search_run = run / "search"
     say(f"[3/4] search: greedy slimming to MES {target:g} on the {DEMO_DEVICE} table -> {search_run}")
-    search_result = finished_or_run(search_run, "state.json", lambda resume: search(
+    search_result = finished_or_run(search_run, "config.yaml", lambda resume: search(
         supernet_run, Objective("mes", target), DEMO_DEVICE, search_run, seed=seed, workers=workers, resume=resume))
     timings["search"] = time.perf_counter() - t
 

@@ -18,9 +18,9 @@ FORMATS = ("onnx", "coreml")
 
 def load_weights(model: nn.Module, checkpoint: str | Path) -> None:
     """Weights from a ``nas train`` checkpoint (``model`` key) or a plain state dict."""
-    from nas.train.common import load_checkpoint
+    from nas.checkpoint import load_checkpoint
 
-    state = load_checkpoint(Path(checkpoint))
+    state = load_checkpoint(checkpoint)
     state = state.get("model", state) if isinstance(state, dict) else state
     try:
         model.load_state_dict(state, strict=True)

@@ -15,7 +15,12 @@ from pathlib import Path
 
 from nas.errors import NasError
 from nas.space import config_root
-from nas.typed_yaml import dump_yaml, from_mapping, read_yaml
+from nas.typed_yaml import check_settings, dump_yaml, from_mapping, read_yaml, setting
+
+#: Gradient clipping modes of timm's ``dispatch_clip_grad``.
+CLIP_MODES = ("agc", "norm", "value")
+#: The smallest input side every family's stem and four downsampling stages accept.
+MIN_IMG_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -23,57 +28,65 @@ class Recipe:
     """How to train (supernets and fixed networks alike)."""
 
     # schedule and optimiser (EfficientFormerV2 §5.1: AdamW, lr 1e-3 per 1024 images, cosine, 5 warm-up epochs)
-    epochs: int = 300
-    batch_size: int = 128  # per process
-    lr: float = 1e-3  # at lr_reference_batch images per step; scaled linearly with the global batch
-    lr_reference_batch: int = 1024
-    weight_decay: float = 0.025
-    warmup_epochs: float = 5.0
-    warmup_lr: float = 1e-5
-    min_lr: float = 1e-5
-    clip_grad: float = 0.01  # 0 switches clipping off
-    clip_mode: str = "agc"  # timm's clipping: "agc" (adaptive, as the released code) or "norm" or "value"
+    epochs: int = setting(300, low=1)
+    batch_size: int = setting(128, low=1)  # per process
+    lr: float = setting(1e-3, low=0, low_open=True)  # at lr_reference_batch images per step; scaled linearly
+    lr_reference_batch: int = setting(1024, low=1)
+    weight_decay: float = setting(0.025, low=0)
+    warmup_epochs: float = setting(5.0, low=0)
+    warmup_lr: float = setting(1e-5, low=0)
+    min_lr: float = setting(1e-5, low=0)
+    clip_grad: float = setting(0.01, low=0)  # 0 switches clipping off
+    clip_mode: str = setting("agc", choices=CLIP_MODES)  # timm's: "agc" (adaptive, as the released code), "norm", "value"
     # data and augmentation (timm)
-    img_size: int = 224
-    search_fraction: float = 0.1  # share of the training folder held out as the search split
-    crop_scale_min: float = 0.08
-    hflip: float = 0.5
-    randaugment: str = "rand-m9-mstd0.5"  # timm auto_augment string; "" for none
-    color_jitter: float = 0.4
-    reprob: float = 0.25
-    mixup: float = 0.8
-    cutmix: float = 1.0
-    label_smoothing: float = 0.1
-    cache_images: bool = True  # keep decoded images in memory when they fit
-    cache_max_mb: int = 4096
-    loader_workers: int = 0  # DataLoader processes (--workers is Ray's, in search and compare)
-    drop_path: float = 0.0  # stochastic depth (supernets and fixed networks)
+    img_size: int = setting(224, low=MIN_IMG_SIZE)
+    search_fraction: float = setting(0.1, low=0, high=1, low_open=True, high_open=True)  # held out as the search split
+    crop_scale_min: float = setting(0.08, low=0, high=1, low_open=True)
+    hflip: float = setting(0.5, low=0, high=1)
+    randaugment: str = ""  # timm auto_augment string such as "rand-m9-mstd0.5"; "" for none
+    color_jitter: float = setting(0.4, low=0)
+    reprob: float = setting(0.25, low=0, high=1)
+    mixup: float = setting(0.8, low=0)
+    cutmix: float = setting(1.0, low=0)
+    label_smoothing: float = setting(0.1, low=0, high=1, high_open=True)
+    cache_images: bool = setting(True, free=True)  # keep decoded images in memory when they fit
+    cache_max_mb: int = setting(4096, low=0, free=True)
+    loader_workers: int = setting(0, low=0, free=True)  # DataLoader processes (--workers is Ray's)
+    drop_path: float = setting(0.0, low=0, high=1, high_open=True)  # stochastic depth
     # supernet training
-    sandwich_random: int = 2  # random sub-networks per step besides the largest and the smallest
+    sandwich_random: int = setting(2, low=0)  # random sub-networks per step besides the largest and the smallest
     inplace_distill: bool = True  # others learn the largest sub-network's soft outputs
     teacher: str = ""  # timm model name for hard distillation ("" for none)
     teacher_checkpoint: str = ""
-    distill_alpha: float = 0.5
+    distill_alpha: float = setting(0.5, low=0, high=1)
     # exponential moving average of the weights (timm's ModelEmaV3), scored beside the weights
     model_ema: bool = False
-    model_ema_decay: float = 0.9998
+    model_ema_decay: float = setting(0.9998, low=0, high=1, low_open=True, high_open=True)
     model_ema_warmup: bool = True  # decay ramps up over the first steps (short runs need it)
     # EfficientFormer Gumbel-softmax search (§4.2): temperature annealed exponentially
-    gumbel_tau_start: float = 5.0
-    gumbel_tau_end: float = 0.5
-    alpha_lr: float = 3e-4
-    alpha_weight_decay: float = 1e-3
+    gumbel_tau_start: float = setting(5.0, low=0, low_open=True)
+    gumbel_tau_end: float = setting(0.5, low=0, low_open=True)
+    alpha_lr: float = setting(3e-4, low=0)
+    alpha_weight_decay: float = setting(1e-3, low=0)
     # evaluation and checkpoints
-    eval_batch_size: int = 256
-    bn_calib_batches: int = 10
-    checkpoint_every: int = 200  # steps; and at every epoch end
-    log_every: int = 20
+    eval_batch_size: int = setting(256, low=1)
+    bn_calib_batches: int = setting(10, low=1)
+    checkpoint_every: int = setting(200, low=1, free=True)  # steps; and at every epoch end
+    log_every: int = setting(20, low=1, free=True)
 
     def to_yaml(self) -> str:
         return dump_yaml(dataclasses.asdict(self))
 
     def lr_for(self, global_batch: int) -> float:
         return self.lr * global_batch / self.lr_reference_batch
+
+    def check(self, where: str) -> "Recipe":
+        """Rules that tie fields together (each field's own range is checked where it is read)."""
+        if self.teacher_checkpoint and not self.teacher:
+            raise NasError(f"{where}: teacher_checkpoint is set but teacher is not; give --teacher MODEL")
+        if self.warmup_epochs > self.epochs:
+            raise NasError(f"{where}: warmup_epochs ({self.warmup_epochs:g}) exceeds epochs ({self.epochs})")
+        return self
 
 
 #: Recipe keys renamed since runs were written; a saved run's recipe still loads.
@@ -97,7 +110,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
         if not path.exists():
             raise NasError(f"unknown recipe {text!r}; available: {', '.join(available_recipes())} (or give a YAML path)")
     data = read_yaml(path, "recipe")
-    return from_mapping(Recipe, data if data is not None else {}, str(path))
+    return from_mapping(Recipe, data if data is not None else {}, str(path)).check(str(path))
 
 
 def add_recipe_overrides(parser: argparse.ArgumentParser) -> None:
@@ -126,4 +139,6 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
     recipe = load_recipe(args.recipe)
     changes = {f.name: getattr(args, f"recipe_{f.name}") for f in dataclasses.fields(Recipe)
                if getattr(args, f"recipe_{f.name}", None) is not None}
-    return dataclasses.replace(recipe, **changes)
+    recipe = dataclasses.replace(recipe, **changes)
+    check_settings(recipe, lambda name: "--" + name.replace("_", "-"), only=set(changes))
+    return recipe.check(f"recipe {args.recipe} with the given flags")

@@ -1,32 +1,87 @@
 """YAML into typed, frozen dataclasses that reject unknown keys.
 
-Every config in the project (spaces, architectures, recipes, run configs) goes through
-:func:`read_yaml` and :func:`from_mapping`, so a malformed file, an unknown key or a value of the
-wrong type always gives one :class:`~nas.errors.NasError` line naming the file and the field.
+Every config in the project (spaces, architectures, recipes, run configs in :mod:`nas.runconfig`)
+goes through :func:`read_yaml` and :func:`from_mapping`, so a malformed file, an unknown key, a
+value of the wrong type or out of its range (:func:`setting`) always gives one
+:class:`~nas.errors.NasError` line naming the file and the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tempfile
 import types
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from nas.errors import NasError
 
 
-def require_same(saved: Mapping[str, Any], now: Mapping[str, Any], keys, where: str | os.PathLike,
-                 what: str = "run") -> None:
-    """Refuse to resume ``where`` when one of ``keys`` differs between the saved config and now."""
-    for key in keys:
-        if saved.get(key) != now.get(key):
-            raise NasError(f"{where}: cannot resume with a different {key} "
-                           f"({saved.get(key)!r} in the {what}, {now.get(key)!r} now)")
+#: ``setting(REQUIRED, ...)``: a field with rules but no default.
+REQUIRED = dataclasses.MISSING
+
+
+def setting(default: Any, *, low: float | None = None, high: float | None = None, low_open: bool = False,
+            high_open: bool = False, choices: tuple | None = None, free: bool = False) -> Any:
+    """A dataclass field with its valid values, checked by :func:`from_mapping` and
+    :func:`check_settings`: a range (``low``/``high``, inclusive unless ``*_open``) or ``choices``.
+    ``free`` marks a setting that does not change a run's result (threads, logging, caching), so a
+    resumed run may change it; every other field must match (:func:`differences`)."""
+    meta = {"low": low, "high": high, "low_open": low_open, "high_open": high_open, "choices": choices, "free": free}
+    return dataclasses.field(default=default, metadata=meta)  # default MISSING: required
+
+
+def value_problem(value: Any, meta: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``value`` under a :func:`setting`'s rules (``None`` when it is fine)."""
+    if meta.get("choices") is not None and value not in meta["choices"]:
+        return f"must be one of {', '.join(map(str, meta['choices']))}, got {value!r}"
+    low, high = meta.get("low"), meta.get("high")
+    if (low is None and high is None) or value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    below = low is not None and (value <= low if meta.get("low_open") else value < low)
+    above = high is not None and (value >= high if meta.get("high_open") else value > high)
+    if not (below or above):
+        return None
+    if low is not None and high is not None:
+        left, right = ("(" if meta.get("low_open") else "["), (")" if meta.get("high_open") else "]")
+        return f"must be in {left}{low:g}, {high:g}{right}, got {value:g}"
+    if low is not None:
+        return f"must be {'above' if meta.get('low_open') else 'at least'} {low:g}, got {value:g}"
+    return f"must be {'below' if meta.get('high_open') else 'at most'} {high:g}, got {value:g}"
+
+
+def check_settings(obj: Any, name_of: Callable[[str], str], only: set[str] | None = None) -> None:
+    """Check every field of the dataclass ``obj`` (or those in ``only``) against its
+    :func:`setting` rules; the first problem is a :class:`NasError` naming the field as
+    ``name_of(field)`` (a flag, or ``file: field``)."""
+    for f in dataclasses.fields(obj):
+        if only is not None and f.name not in only:
+            continue
+        problem = value_problem(getattr(obj, f.name), f.metadata)
+        if problem:
+            raise NasError(f"{name_of(f.name)} {problem}")
+
+
+def differences(saved: Any, now: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """The fields in which two dataclasses of one type differ, nested dataclasses included, leaving
+    out those marked ``free``: what forbids resuming one run with the other's settings."""
+    out = []
+    for f in dataclasses.fields(now):
+        if f.metadata.get("free"):
+            continue
+        a, b = getattr(saved, f.name), getattr(now, f.name)
+        if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
+            out += differences(a, b, f"{prefix}{f.name}.")
+        elif a != b:
+            out.append((prefix + f.name, a, b))
+    return out
 
 
 def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
@@ -165,6 +220,9 @@ def from_mapping(cls: type, data: Any, where: str) -> Any:
         sub = f"{where}.{name}" if where else name
         if name in data:
             kwargs[name] = convert(data[name], hints[name], sub)
+            problem = value_problem(kwargs[name], field.metadata)
+            if problem:
+                raise NasError(f"{sub} {problem}")
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise NasError(f"{where}: missing key {name!r}")
     return cls(**kwargs)

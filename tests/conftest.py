@@ -20,3 +20,24 @@ def cifar_slice(tmp_path_factory):
             for src in sorted((CIFAR / split / cls).iterdir())[:n]:
                 (root / split / cls / src.name).symlink_to(src)
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_supernet(tmp_path_factory):
+    """A (briefly) trained tiny EfficientFormerV2 supernet on the built-in digits."""
+    from nas.cli import main
+
+    run = tmp_path_factory.mktemp("supernet") / "run"
+    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run),
+                 "--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1"]) == 0
+    return run
+
+
+@pytest.fixture(scope="session")
+def cifar_copy(tmp_path_factory, cifar_slice):
+    """``cifar_slice`` with real copies of its files (tests may damage them)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("cifar-copy") / "data"
+    shutil.copytree(cifar_slice, root, symlinks=False)
+    return root

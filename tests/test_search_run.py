@@ -12,13 +12,9 @@ from nas.search.objective import Objective, cost_function
 from nas.search.pool import EvaluatorPool
 
 
-@pytest.fixture(scope="module")
-def supernet_run(tmp_path_factory):
-    """A (briefly) trained tiny supernet on the built-in digits."""
-    run = tmp_path_factory.mktemp("supernet") / "run"
-    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run),
-                 "--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1"]) == 0
-    return run
+@pytest.fixture
+def supernet_run(tiny_supernet):
+    return tiny_supernet
 
 
 def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):

@@ -32,7 +32,7 @@ def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
     assert 0 <= result["largest_top1"] <= 1 and 0 <= result["smallest_top1"] <= 1
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert {"loss", "lr", "images_per_s"} <= set(records[0]) and records[-1]["final"]
-    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
     assert state["step"] == result["step"] and state["space"] == "efficientformerv2-tiny"
     assert (run / "config.yaml").exists() and (run / "result.json").exists()
 
@@ -48,7 +48,7 @@ def test_gumbel_training_saves_alpha_and_importance(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=2, batch_size=32, bn_calib_batches=1, alpha_lr=0.05)
     result = train_supernet(load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6,
                             progress=False)
-    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     alphas = [v for k, v in state["model"].items() if k.startswith("arch_logits")]
     assert len(alphas) == 4 and any(a.abs().sum() > 0 for a in alphas)  # α moved from zero
     assert state["temperature"] < recipe.gumbel_tau_start
@@ -65,25 +65,31 @@ def test_temperature_anneals_exponentially():
 
 
 def _final_weights(run: Path) -> dict:
-    return torch.load(run / "checkpoint.pt", weights_only=False)["model"]
+    return torch.load(run / "checkpoint.pt", weights_only=True)["model"]
 
 
-def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
+def _step(run: Path) -> int:
+    return torch.load(run / "checkpoint.pt", weights_only=True)["step"] if (run / "checkpoint.pt").exists() else 0
+
+
+def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
     args = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--epochs", "2",
             "--batch-size", "32", "--checkpoint-every", "3", "--bn-calib-batches", "1", "--max-steps", "20"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     subprocess.run(cli(*args, "--run", str(tmp_path / "a")), check=True, env=env, capture_output=True, timeout=600)
     b = tmp_path / "b"
-    proc = subprocess.Popen(cli(*args, "--run", str(b)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if (b / "checkpoint.pt").exists() and torch.load(b / "checkpoint.pt", weights_only=False)["step"] >= 6:
-            break
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = torch.load(b / "checkpoint.pt", weights_only=False)["step"]
-    assert 0 < killed_at < 20, "the run was not interrupted"
+    killed_at = []
+    for kill_after in (4, 9, 14):  # SIGKILL once the checkpoint passes each of these steps
+        resume = ["--resume"] if (b / "checkpoint.pt").exists() else []
+        proc = subprocess.Popen(cli(*args, "--run", str(b), *resume), env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and _step(b) < kill_after:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed_at.append(_step(b))
+    assert killed_at == sorted(killed_at) and 0 < killed_at[0] and killed_at[-1] < 20, killed_at
     subprocess.run(cli(*args, "--run", str(b), "--resume"), check=True, env=env, capture_output=True, timeout=600)
     a_weights, b_weights = _final_weights(tmp_path / "a"), _final_weights(b)
     assert all(torch.equal(a_weights[k], b_weights[k]) for k in a_weights)
@@ -91,6 +97,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     steps = [r["step"] for r in records if not r.get("final")]
     assert steps == sorted(steps) and len(steps) == len(set(steps))  # no duplicated log lines
     assert sum(bool(r.get("final")) for r in records) == 1
+    assert not (b / ".lock").exists()
 
 
 def test_two_process_ddp_on_cpu(tmp_path):

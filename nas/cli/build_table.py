@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.latency import DEVICES, get_device
 from nas.space import load_space
 
@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
                                    "by a cost model fitted to published latencies, labelled as such.")
     p.add_argument("--device", required=True, help=f"one of {', '.join(DEVICES)}")
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
-    p.add_argument("--img-size", type=positive_int, default=224)
+    p.add_argument("--img-size", type=image_size, default=224)
     p.add_argument("--num-classes", type=positive_int, default=1000)
     p.add_argument("--out", help="where to write the table (default: latency_tables/DEVICE/SPACE-SIZE.json)")
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads while timing (default: 1)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_int
 from nas.errors import NasError
 from nas.latency import LatencyTable, get_device
 from nas.space import load_space
@@ -16,9 +16,9 @@ def add_parser(sub) -> None:
                                    "compares them with the table's sums (median absolute percentage error).")
     p.add_argument("--device", required=True, help="a local device: cpu, onnxruntime-cpu or cuda")
     p.add_argument("--space", required=True)
-    p.add_argument("--img-size", type=positive_int, default=224)
+    p.add_argument("--img-size", type=image_size, default=224)
     p.add_argument("--table", help="table file (default: the device's table for the space)")
-    p.add_argument("--random", type=int, default=4, help="random sub-networks besides the named ones (default 4)")
+    p.add_argument("--random", type=nonneg_int, default=4, help="random sub-networks besides the named ones (default 4)")
     p.add_argument("--repeats", type=positive_int, default=20)
     add_common(p)
     p.set_defaults(handler=run)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, NoReturn
+
+from nas.recipe import MIN_IMG_SIZE
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -16,19 +19,46 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def add_common(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=nonneg_int, default=0, help="random seed, 0 or more (default: 0)")
     if json_output:
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")  # argparse names the type in its messages
+    return parse
+
+
+def _float_in(low: float, high: float | None, what: str, low_open: bool = True, high_open: bool = True):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        inside = math.isfinite(value) and (value > low if low_open else value >= low) and \
+            (high is None or (value < high if high_open else value <= high))
+        if not inside:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")
+    return parse
+
+
+positive_int = _int_at_least(1, "a positive integer")
+nonneg_int = _int_at_least(0, "an integer of 0 or more")
+image_size = _int_at_least(MIN_IMG_SIZE, f"an image size of at least {MIN_IMG_SIZE}")
+positive_float = _float_in(0.0, None, "a positive number")
+fraction = _float_in(0.0, 1.0, "a number between 0 and 1 (exclusive)")
 
 
 def emit(result: dict[str, Any], as_json: bool, lines: list[str]) -> None:
@@ -49,6 +79,7 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
                                        "default: scikit-learn's digits")
     parser.add_argument("--run", help=f"run folder (default: {default_run})")
     parser.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
-    parser.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans --epochs)")
+    parser.add_argument("--max-steps", type=positive_int,
+                        help="stop after this many steps (the schedule still spans --epochs)")
     add_recipe_overrides(parser)
     add_common(parser)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_common, emit, positive_int
-from nas.errors import NasError
+from nas.cli.common import add_common, emit, fraction, image_size, nonneg_int, positive_int
 from nas.recipe import add_recipe_overrides, recipe_from_args
 from nas.search.objective import OBJECTIVES
 from nas.space import find_space
@@ -25,51 +24,49 @@ def add_parser(sub) -> None:
     p.add_argument("--space", help="search space (default: the search run's, or found from ARCH)")
     p.add_argument("--objective", help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)")
     p.add_argument("--device", help="latency table device (default: the search's)")
-    p.add_argument("--price-size", type=positive_int, help="input size latency and MACs are priced at (default: the "
+    p.add_argument("--price-size", type=image_size, help="input size latency and MACs are priced at (default: the "
                                                             "search's --img-size, or 224; --img-size is the training size)")
-    p.add_argument("--tolerance", type=float, default=0.05, help="relative budget band (default 0.05)")
+    p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     p.add_argument("--data", help="image folder (default: the data of the search's supernet; else digits)")
     p.add_argument("--supernet", help="also score every network with this supernet run's weights, as the search "
                                       "did (default: the search's supernet; 'none' to skip); --bn-calib-batches "
                                       "(default: the search's) sets its BatchNorm calibration")
     p.add_argument("--out", help="output folder (default: runs/compare-<searched digest>)")
-    p.add_argument("--workers", type=int, default=0,
+    p.add_argument("--workers", type=nonneg_int, default=0,
                    help="Ray workers training in parallel (default 0: one after another in this process)")
     p.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads per Ray worker")
     p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     p.add_argument("--resume", action="store_true", help="continue the comparison in --out")
-    p.add_argument("--max-steps", type=int, help="stop every training after this many steps (smoke runs)")
+    p.add_argument("--max-steps", type=positive_int, help="stop every training after this many steps (smoke runs)")
     add_recipe_overrides(p)
     add_common(p)
     p.set_defaults(handler=run)
 
 
 def search_defaults(arch_path: str) -> dict:
-    """objective, device, img_size and data of the ``nas search`` run that wrote ``arch_path``."""
+    """objective, device, img_size, supernet, BatchNorm calibration and data of the ``nas search``
+    run that wrote ``arch_path`` (nothing when it was not written by one)."""
+    from nas.runconfig import SearchRunConfig, read_run_config, run_config_from
+
     config_path = Path(arch_path).parent / "config.yaml"
     if not config_path.exists():
         return {}
-    saved = read_yaml(config_path, "search config") or {}
-    if not isinstance(saved, dict) or saved.get("command") != "search":
+    raw = read_yaml(config_path, "search config") or {}
+    if not isinstance(raw, dict) or raw.get("command") != "search":
         return {}
-    defaults = {k: saved[k] for k in ("objective", "device", "img_size", "supernet", "bn_calib_batches")
-                if saved.get(k) is not None}
-    supernet_config = Path(str(saved.get("supernet", ""))) / "config.yaml"
+    saved = run_config_from(raw, config_path, SearchRunConfig)
+    defaults = {k: getattr(saved, k) for k in ("objective", "device", "img_size", "supernet", "bn_calib_batches")
+                if getattr(saved, k) is not None}
+    supernet_config = Path(saved.supernet) / "config.yaml"
     if supernet_config.exists():
-        supernet = read_yaml(supernet_config, "supernet run config") or {}
-        if isinstance(supernet, dict) and "data" in supernet:
-            defaults["data"] = supernet["data"]
+        defaults["data"] = read_run_config(supernet_config).data
     return defaults
 
 
 def run(args: argparse.Namespace) -> int:
     from nas.compare import compare, summary_line, table_lines
 
-    if args.workers < 0:
-        raise NasError(f"--workers must be 0 or more, got {args.workers}")
-    if not 0 < args.tolerance < 1:
-        raise NasError(f"--tolerance must be between 0 and 1, got {args.tolerance}")
     space = find_space(args.searched, args.space)
     label, arch = space.resolve(args.searched)
     defaults = search_defaults(args.searched)

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, nonneg_int, positive_int
 from nas.demo import SUPERNET_EPOCHS, TRAIN_EPOCHS
 
 
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--target-fraction", type=float, default=0.5,
                    help="MES target as a fraction of the way from the largest sub-network's MES to the smallest's "
                         "(default 0.5)")
-    p.add_argument("--workers", type=int, default=0,
+    p.add_argument("--workers", type=nonneg_int, default=0,
                    help="evaluate sub-networks and train the compared networks on this many Ray workers")
     add_common(p)
     p.set_defaults(handler=run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.space import find_space
 
 
@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="output file (.onnx) or folder (.mlpackage)")
     p.add_argument("--checkpoint", help="trained weights (default: freshly initialised)")
     p.add_argument("--space", help="search space the ARCH belongs to")
-    p.add_argument("--img-size", type=positive_int, default=224)
+    p.add_argument("--img-size", type=image_size, default=224)
     p.add_argument("--num-classes", type=positive_int, default=1000)
     add_common(p)
     p.set_defaults(handler=run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.space import load_space
 
 
@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("--device", required=True, help="iphone12 or iphone14")
     p.add_argument("--space", required=True)
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--img-size", type=positive_int, default=224)
+    p.add_argument("--img-size", type=image_size, default=224)
     p.add_argument("--num-classes", type=positive_int, default=1000)
     p.add_argument("--no-networks", action="store_true", help="blocks only, no whole named members")
     p.add_argument("--limit", type=positive_int, help="export only the first N blocks (a trial run)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.cli.space import ATTENTION_LABEL
 from nas.errors import NasError
 from nas.latency import LatencyTable, get_device
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--table", help="latency table file (default: the device's table for the space)")
     p.add_argument("--space", help="search space (name or YAML path); default: the one that names ARCH, "
                                    "or the family's default space for a YAML")
-    p.add_argument("--img-size", type=positive_int, default=224, help="input height and width (default: 224)")
+    p.add_argument("--img-size", type=image_size, default=224, help="input height and width (default: 224)")
     p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs (default: 1000)")
     add_common(p)
     p.set_defaults(handler=run)

@@ -6,7 +6,7 @@ import argparse
 import random
 from pathlib import Path
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, fraction, image_size, positive_float, positive_int
 from nas.errors import NasError
 from nas.latency import LatencyTable
 from nas.search.objective import OBJECTIVES, Objective, cost_function
@@ -21,11 +21,11 @@ def add_parser(sub) -> None:
                                    "writes them as arch YAMLs.")
     p.add_argument("--space", required=True)
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
-    p.add_argument("--target", type=float, required=True)
+    p.add_argument("--target", type=positive_float, required=True)
     p.add_argument("--device", help="latency table device (needed for mes and latency)")
-    p.add_argument("--img-size", type=positive_int, default=224)
+    p.add_argument("--img-size", type=image_size, default=224)
     p.add_argument("-n", type=positive_int, default=5, help="how many (default 5)")
-    p.add_argument("--tolerance", type=float, default=0.05, help="relative band around the target (default 0.05)")
+    p.add_argument("--tolerance", type=fraction, default=0.05, help="relative band around the target (default 0.05)")
     p.add_argument("--out", required=True, help="folder for the arch YAMLs")
     add_common(p)
     p.set_defaults(handler=run)

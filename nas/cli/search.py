@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, positive_int
+from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_float, positive_int
 from nas.search.objective import OBJECTIVES, Objective
 
 
@@ -15,12 +15,12 @@ def add_parser(sub) -> None:
                                    "until the target is met. Evaluations run in-process (--workers 0) or on Ray.")
     p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
-    p.add_argument("--target", type=float, required=True, help="MES to reach, or ms / parameters to get under")
+    p.add_argument("--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under")
     p.add_argument("--device", help="latency table device (needed for mes and latency)")
-    p.add_argument("--img-size", type=positive_int, default=224, help="input size the latency is priced at")
+    p.add_argument("--img-size", type=image_size, default=224, help="input size the latency is priced at")
     p.add_argument("--space", help="check that the supernet's space is this one")
     p.add_argument("--run", help="search run folder (default: runs/search-OBJECTIVE-TARGET)")
-    p.add_argument("--workers", type=int, default=0, help="Ray workers (0: evaluate in this process)")
+    p.add_argument("--workers", type=nonneg_int, default=0, help="Ray workers (0: evaluate in this process)")
     p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     p.add_argument("--bn-calib-batches", type=positive_int, help="override the supernet recipe's")
     p.add_argument("--strategy", default="greedy", choices=("greedy", "optuna"),

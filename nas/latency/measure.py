@@ -28,6 +28,7 @@ from nas.errors import NasError
 from nas.latency.devices import get_device
 from nas.latency.fit import relative_nnls
 from nas.latency.table import LatencyTable, TableHeader, table_path, today, tool_versions
+from nas.runlock import RunLock
 from nas.signature import BlockSignature
 from nas.space import SearchSpace
 
@@ -197,6 +198,17 @@ def build_measured_table(
             log.info("%s is complete; nothing to resume", out)
             return previous
         raw = dict(previous.entries)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with RunLock(out.parent, "build-table", name=f".{out.name}.lock"):
+        if not resume and out.exists():  # written by a build that finished before we took the lock
+            raise NasError(f"{out} exists; pass --resume to finish a partial table or --out to write elsewhere")
+        return _measure_calibrate_check(device, space, img_size, num_classes, timer, header, raw, out,
+                                        calibration_archs, check_random, seed, progress)
+
+
+def _measure_calibrate_check(device: str, space: SearchSpace, img_size: int, num_classes: int, timer: "Timer",
+                             header: TableHeader, raw: dict[str, float], out: Path, calibration_archs: int,
+                             check_random: int, seed: int, progress: bool) -> LatencyTable:
     partial = LatencyTable(header, raw)
 
     sigs = reachable_signatures(space, img_size, num_classes)

@@ -19,9 +19,12 @@ from nas.arch import ArchConfig
 from nas.errors import NasError
 from nas.recipe import recipe_from_saved
 from nas.space import SearchSpace, load_space
-from nas.train.common import load_checkpoint
+from nas.checkpoint import load_checkpoint
 
 log = logging.getLogger(__name__)
+
+#: What a supernet checkpoint must hold for its sub-networks to be evaluated.
+SUPERNET_KEYS = ("model", "num_classes", "img_size")
 
 
 @dataclass(frozen=True)
@@ -35,19 +38,37 @@ class EvalSpec:
     seed: int
     bn_calib_batches: int | None = None
 
+    @property
+    def calib_batches(self) -> int:
+        """The BatchNorm calibration batches used: the override, or the supernet recipe's."""
+        return self.bn_calib_batches or recipe_from_saved(self.recipe).bn_calib_batches
+
+    def context(self) -> dict:
+        """Everything besides the architecture that an accuracy depends on: the supernet weights (by
+        content), the images (by listing), the split seed and the BatchNorm calibration. Cached
+        accuracies are keyed by it, so a changed setting never reuses one computed another way."""
+        from nas.checkpoint import file_digest
+        from nas.data import data_fingerprint
+
+        return {"supernet_digest": file_digest(self.checkpoint), "data_fingerprint": data_fingerprint(self.data),
+                "split_seed": self.seed, "bn_calib_batches": self.calib_batches}
+
     @classmethod
     def from_run(cls, run: str | Path, bn_calib_batches: int | None = None) -> "EvalSpec":
         run = Path(run)
         checkpoint = run / "checkpoint.pt"
         if not checkpoint.exists():
             raise NasError(f"{run}: not a trained supernet run (no checkpoint.pt); train one with `nas train-supernet`")
+        from nas.runconfig import SupernetRunConfig, read_run_config
         from nas.typed_yaml import read_yaml
 
-        config = read_yaml(run / "config.yaml", "run config") or {}
-        if config.get("command") != "train-supernet":
-            raise NasError(f"{run}: not a supernet run (config.yaml says {config.get('command')!r})")
-        space = config.get("space_file") if Path(str(config.get("space_file"))).exists() else config.get("space")
-        return cls(str(checkpoint), str(space), config.get("data"), dict(config["recipe"]), int(config["seed"]),
+        raw = read_yaml(run / "config.yaml", "run config") or {}
+        if not isinstance(raw, dict) or raw.get("command") != "train-supernet":
+            command = raw.get("command") if isinstance(raw, dict) else None
+            raise NasError(f"{run}: not a supernet run (config.yaml says {command!r})")
+        config = read_run_config(run / "config.yaml", SupernetRunConfig)
+        space = config.space_file if config.space_file and Path(config.space_file).exists() else config.space
+        return cls(str(checkpoint), str(space), config.data, dataclasses.asdict(config.recipe), config.seed,
                    bn_calib_batches)
 
 
@@ -58,9 +79,8 @@ class SubnetEvaluator:
         from nas.data import calibration_indices, eval_loader, load_splits
 
         self.spec = spec
-        overrides = {} if spec.bn_calib_batches is None else {"bn_calib_batches": spec.bn_calib_batches}
-        recipe = dataclasses.replace(recipe_from_saved(spec.recipe), **overrides)
-        state = load_checkpoint(Path(spec.checkpoint))
+        recipe = dataclasses.replace(recipe_from_saved(spec.recipe), bn_calib_batches=spec.calib_batches)
+        state = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS)
         self.space: SearchSpace = load_space(spec.space)
         splits = load_splits(spec.data, recipe, spec.seed)
         self.net = build_supernet(self.space, img_size=state["img_size"], num_classes=state["num_classes"])
@@ -81,21 +101,45 @@ class SubnetEvaluator:
 
 
 class DiskCache:
-    """Accuracies by digest, one JSON line each in the run folder (survives restarts)."""
+    """Accuracies by digest, one JSON line each in the run folder (survives restarts).
 
-    def __init__(self, path: Path):
-        self.path = path
+    Every line carries the evaluation ``context`` (:meth:`EvalSpec.context`); lines of another
+    context are ignored, so one file never mixes accuracies computed two ways. A last line cut
+    short by a killed process is dropped (and cut from the file, so the next line starts clean)."""
+
+    def __init__(self, path: Path, context: dict | None = None):
+        self.path, self.context = Path(path), context or {}
         self.values: dict[str, float] = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.values[record["digest"]] = record["accuracy"]
+        if not self.path.exists():
+            return
+        text = self.path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            text = text[:text.rfind("\n") + 1]
+            log.warning("%s: dropping a last line cut short by an interrupted run", self.path)
+            with self.path.open("r+", encoding="utf-8") as handle:
+                handle.truncate(len(text.encode("utf-8")))
+        ignored = 0
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                digest, accuracy = record["digest"], float(record["accuracy"])
+            except (ValueError, KeyError, TypeError):
+                raise NasError(f"{self.path}, line {number}: not an evaluation record; delete the file to "
+                               "evaluate again") from None
+            if record.get("context", {}) == self.context:
+                self.values[digest] = accuracy
+            else:
+                ignored += 1
+        if ignored:
+            log.info("%s: %d cached accuracies of other settings ignored", self.path, ignored)
 
     def add(self, arch: ArchConfig, accuracy: float) -> None:
         self.values[arch.digest] = accuracy
+        record = {"digest": arch.digest, "accuracy": accuracy, "context": self.context, "arch": arch.to_dict()}
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"digest": arch.digest, "accuracy": accuracy, "arch": arch.to_dict()}) + "\n")
+            handle.write(json.dumps(record) + "\n")
 
 
 def spec_dict(spec: EvalSpec) -> dict:

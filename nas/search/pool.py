@@ -15,6 +15,7 @@ from typing import Sequence
 
 from nas.arch import ArchConfig
 from nas.cluster import start_ray
+from nas.errors import NasError
 from nas.search.evaluator import DiskCache, EvalSpec, SubnetEvaluator
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,17 @@ def _actor_class():
     return EvalActor
 
 
+def actor_error(exc: BaseException) -> str:
+    """The one-line reason a Ray actor died: the :class:`NasError` its creation raised (bad data,
+    a refused checkpoint), else the last line of Ray's report."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    prefix = f"{NasError.__module__}.{NasError.__name__}: "
+    for line in reversed(lines):
+        if line.startswith(prefix):
+            return line[len(prefix):]
+    return f"a Ray evaluator died: {lines[-1] if lines else type(exc).__name__}"
+
+
 class EvaluatorPool:
     """``pool(archs) -> accuracies`` with an in-memory and on-disk cache in front."""
 
@@ -58,11 +70,19 @@ class EvaluatorPool:
         actor = _actor_class()
         n = workers or int(ray.cluster_resources().get("CPU", 1))
         self.actors = [actor.remote(dict(spec.__dict__), threads_per_worker) for _ in range(n)]
+        try:
+            self.worker_pids()  # every actor has built its evaluator: bad data or weights fail here
+        except BaseException:
+            self.close()
+            raise
 
     def worker_pids(self) -> list[int]:
         import ray
 
-        return ray.get([a.pid.remote() for a in self.actors])
+        try:
+            return ray.get([a.pid.remote() for a in self.actors])
+        except ray.exceptions.RayActorError as exc:
+            raise NasError(actor_error(exc)) from None
 
     def __call__(self, archs: Sequence[ArchConfig]) -> list[float]:
         known = self.cache.values if self.cache is not None else self._memory

@@ -16,9 +16,12 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from nas.checkpoint import load_checkpoint
 from nas.errors import NasError
 from nas.recipe import Recipe
-from nas.typed_yaml import dump_yaml, read_yaml, require_same, write_text_atomic
+from nas.runconfig import as_dict, read_run_config, require_resumable
+from nas.runlock import RunLock
+from nas.typed_yaml import dump_yaml, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -65,63 +68,46 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename: never half-written."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except FileNotFoundError:
-        raise NasError(f"{path}: no checkpoint to resume from") from None
-    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
-        raise NasError(f"{path}: corrupt checkpoint ({type(exc).__name__}: {exc})") from None
-
-
 class RunFolder:
-    """``runs/<name>/``: resolved config, checkpoint, metrics (JSON lines) and results."""
+    """``runs/<name>/``: resolved config, checkpoint, metrics (JSON lines) and results; one writer
+    at a time (:class:`nas.runlock.RunLock`, held by the main process from :meth:`prepare` to
+    :meth:`release`)."""
 
     def __init__(self, path: str | Path, env: DistEnv):
         self.path = Path(path)
         self.env = env
         self.checkpoint = self.path / "checkpoint.pt"
         self.metrics = self.path / "metrics.jsonl"
+        self.lock: RunLock | None = None
 
-    def prepare(self, config: dict[str, Any], resume: bool) -> None:
-        """Check the folder against ``resume`` and write (or compare) ``config.yaml``."""
+    def prepare(self, config: Any, resume: bool) -> None:
+        """Take the folder's lock, check it against ``resume`` and write (or compare) ``config.yaml``
+        (``config`` is one of :mod:`nas.runconfig`'s dataclasses)."""
         config_path = self.path / "config.yaml"
-        if resume:
-            if not self.checkpoint.exists():
-                raise NasError(f"{self.path}: nothing to resume (no checkpoint.pt)")
-            saved = read_yaml(config_path, "run config") or {}
-            require_same(saved, config, ("command", "space", "arch_digest", "data", "seed", "world_size"),
-                         config_path)
-            return
-        if self.checkpoint.exists():
+        if resume and not self.checkpoint.exists():
+            raise NasError(f"{self.path}: nothing to resume (no checkpoint.pt)")
+        if not resume and self.checkpoint.exists():
             raise NasError(f"{self.path} already holds a run; pass --resume to continue it or choose another --run")
         if self.env.is_main:
             self.path.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(config_path, dump_yaml(config))
-            self.metrics.unlink(missing_ok=True)
+            self.lock = RunLock(self.path, config.command).acquire()
+            try:
+                if resume:
+                    require_resumable(read_run_config(config_path, type(config)), config, config_path)
+                elif self.checkpoint.exists():  # written by a holder that finished before we took the lock
+                    raise NasError(f"{self.path} already holds a run; pass --resume to continue it")
+                else:
+                    write_text_atomic(config_path, dump_yaml(as_dict(config)))
+                    self.metrics.unlink(missing_ok=True)
+            except BaseException:
+                self.release()
+                raise
         self.env.barrier()
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def log(self, record: dict[str, Any]) -> None:
         if self.env.is_main:
@@ -192,7 +178,7 @@ def load_teacher(recipe: Recipe, num_classes: int, device) -> nn.Module | None:
     except Exception as exc:  # noqa: BLE001
         raise NasError(f"teacher: timm cannot build {recipe.teacher!r}: {exc}") from None
     if recipe.teacher_checkpoint:
-        state = load_checkpoint(Path(recipe.teacher_checkpoint))
+        state = load_checkpoint(recipe.teacher_checkpoint, "teacher checkpoint")
         state = state.get("model", state.get("state_dict", state))
         try:
             teacher.load_state_dict(state)

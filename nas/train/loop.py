@@ -23,20 +23,11 @@ from timm.utils import dispatch_clip_grad
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nas.data import Splits, load_splits, train_loader
+from nas.data import Splits, data_fingerprint, load_splits, train_loader
 from nas.recipe import Recipe
-from nas.train.common import (
-    DistEnv,
-    RunFolder,
-    classification_loss,
-    load_checkpoint,
-    load_teacher,
-    param_groups,
-    rng_state,
-    save_checkpoint,
-    seed_everything,
-    set_rng_state,
-)
+from nas.runconfig import FixedRunConfig, as_dict
+from nas.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from nas.train.common import DistEnv, RunFolder, classification_loss, load_teacher, param_groups, seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +38,7 @@ class Trainer:
     :meth:`step_record`."""
 
     command = "train"
+    config_class: type = FixedRunConfig  # what config.yaml holds (nas.runconfig)
     find_unused_parameters = False  # DDP: a supernet step leaves the unsampled weights without gradients
 
     def __init__(self, recipe: Recipe, data: str | None, run: str | Path, config: dict[str, Any], seed: int = 0,
@@ -55,21 +47,35 @@ class Trainer:
         self.env = DistEnv.setup()
         self.device = self.env.device()
         self.recipe, self.seed, self.progress, self.data = recipe, seed, progress, data
+        self.max_steps = max_steps  # stop early (tests); the schedule still spans all epochs
         self.folder = RunFolder(run, self.env)
-        self.config = {"command": self.command, **config, "data": data, "seed": seed, "world_size": self.env.world,
-                       "recipe": recipe.__dict__}
         seed_everything(seed)
-        # Bad data fails here, before anything is written.
+        # Every input is checked before anything is written: data (each image decoded once), the
+        # teacher and its checkpoint, the batch size against the images, the checkpoint to resume.
         self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search)
-        self.folder.prepare(self.config, resume)
-        self.net = self.build_net(self.splits.num_classes).to(self.device)
+        self.run_config = self.config_class(**config, data=data, data_fingerprint=data_fingerprint(data), seed=seed,
+                                            world_size=self.env.world, recipe=recipe)
+        self.config = as_dict(self.run_config)
         self.teacher = load_teacher(recipe, self.splits.num_classes, self.device)
+        self.loader, self.sampler, self.dataset = train_loader(self.splits, recipe, seed, self.env.rank, self.env.world)
+        resume_state = None
+        if resume and self.folder.checkpoint.exists():
+            resume_state = load_checkpoint(self.folder.checkpoint, require=("model", "optimizer", "scheduler", "rng",
+                                                                            "step"))
+        self.folder.prepare(self.run_config, resume)
+        try:
+            self._build(resume_state)
+        except BaseException:
+            self.folder.release()
+            raise
+
+    def _build(self, resume_state: dict[str, Any] | None) -> None:
+        recipe = self.recipe
+        self.net = self.build_net(self.splits.num_classes).to(self.device)
         if self.teacher is not None:
             self.net.set_distilled_training(True)
-        self.loader, self.sampler, self.dataset = train_loader(self.splits, recipe, seed, self.env.rank, self.env.world)
         self.steps_per_epoch = self.sampler.batches_per_epoch
         self.total_steps = recipe.epochs * self.steps_per_epoch
-        self.max_steps = max_steps  # stop early (tests); the schedule still spans all epochs
         global_batch = recipe.batch_size * self.env.world
         no_decay = set(self.net.no_weight_decay()) if hasattr(self.net, "no_weight_decay") else set()
         self.optimizer = torch.optim.AdamW(param_groups(self.weight_parameters(), recipe.weight_decay, no_decay),
@@ -88,8 +94,8 @@ class Trainer:
                       if self.env.world > 1 else self.net)
         self.step = 0
         self.setup()
-        if resume:
-            self._restore(load_checkpoint(self.folder.checkpoint))
+        if resume_state is not None:
+            self._restore(resume_state)
 
     # --- what subclasses provide ---------------------------------------------------------------
 
@@ -180,6 +186,14 @@ class Trainer:
     # --- loop ----------------------------------------------------------------------------------
 
     def train(self) -> dict[str, Any]:
+        """Train to the end (or ``max_steps``), score, write ``result.json``; the run folder's lock is
+        released however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.folder.release()
+
+    def _train(self) -> dict[str, Any]:
         recipe = self.recipe
         started = time.perf_counter()
         start_epoch, start_batch = divmod(self.step, self.steps_per_epoch)

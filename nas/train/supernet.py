@@ -29,6 +29,7 @@ from nas.arch import ArchConfig
 from nas.data import calibration_indices, eval_loader
 from nas.evaluate import subnet_accuracy
 from nas.recipe import Recipe
+from nas.runconfig import SupernetRunConfig
 from nas.space import SearchSpace
 from nas.train.common import soft_cross_entropy
 from nas.train.loop import Trainer
@@ -43,6 +44,7 @@ def gumbel_temperature(recipe: Recipe, progress: float) -> float:
 
 class SupernetTrainer(Trainer):
     command = "train-supernet"
+    config_class = SupernetRunConfig
     find_unused_parameters = True
 
     def __init__(self, space: SearchSpace, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,

@@ -1,0 +1,149 @@
+"""What each kind of run records about itself: typed, frozen, and checked on ``--resume``.
+
+Every run folder holds its settings (``config.yaml``, or ``plan.json``'s ``config`` for a
+comparison), read back through :func:`nas.typed_yaml.from_mapping` into one of these dataclasses.
+Resuming compares every field of the saved and the new settings except those marked ``free``
+(paths and labels that do not change a result), so a setting added to a run kind is in its resume
+check by default and cannot be forgotten. Files are identified by content digests (the supernet
+checkpoint, the latency table, the image listing), not only by path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from nas.errors import NasError
+from nas.recipe import RENAMED_KEYS, Recipe
+from nas.typed_yaml import REQUIRED, differences, from_mapping, read_yaml, setting
+
+
+@dataclass(frozen=True)
+class SupernetRunConfig:
+    """``nas train-supernet``: ``config.yaml`` of the run folder."""
+
+    family: str
+    space: str
+    data: str | None
+    seed: int
+    recipe: Recipe
+    command: str = setting("train-supernet", choices=("train-supernet",))
+    space_file: str = setting("", free=True)  # where the space was read from (the name identifies it)
+    data_fingerprint: str = ""  # nas.data.data_fingerprint: which images, not only which folder
+    world_size: int = 1
+
+
+@dataclass(frozen=True)
+class FixedRunConfig:
+    """``nas train``: ``config.yaml`` of the run folder."""
+
+    arch: dict[str, Any]
+    arch_digest: str
+    family: str
+    data: str | None
+    seed: int
+    recipe: Recipe
+    command: str = setting("train", choices=("train",))
+    space: str = ""
+    label: str = setting("", free=True)  # how the user named the arch
+    data_fingerprint: str = ""
+    world_size: int = 1
+
+
+@dataclass(frozen=True)
+class SearchRunConfig:
+    """``nas search``: ``config.yaml`` of the run folder."""
+
+    supernet: str = setting(REQUIRED, free=True)  # its path; the checkpoint's digest says what it holds
+    space: str
+    objective: str
+    target: float
+    device: str | None
+    img_size: int
+    seed: int
+    num_classes: int
+    command: str = setting("search", choices=("search",))
+    supernet_digest: str = ""  # SHA-256 of the supernet checkpoint the accuracies come from
+    bn_calib_batches: int | None = None  # the one used (the supernet recipe's unless overridden)
+    data: str | None = None
+    data_fingerprint: str = ""
+    split_seed: int | None = None  # the supernet run's seed: which images are the search split
+    table_digest: str | None = None  # SHA-256 of the latency table the costs come from
+    latency_source: str | None = setting(None, free=True)
+    strategy: str = setting("greedy", choices=("greedy", "optuna"))
+    trials: int | None = None
+    actions: str | None = setting(None, free=True)
+
+
+@dataclass(frozen=True)
+class CompareRunConfig:
+    """``nas compare``: the ``config`` of ``plan.json``."""
+
+    searched: dict[str, Any]
+    searched_digest: str
+    space: str
+    random: int
+    objective: str
+    tolerance: float
+    device: str | None
+    img_size: int
+    data: str | None
+    seed: int
+    recipe: Recipe
+    command: str = setting("compare", choices=("compare",))
+    recipe_name: str = setting("", free=True)
+    max_steps: int | None = None
+    data_fingerprint: str = ""
+    table_digest: str | None = None
+    supernet: str | None = setting(None, free=True)
+    supernet_digest: str | None = None
+    bn_calib_batches: int | None = None
+
+
+RUN_CONFIGS = {c.__dataclass_fields__["command"].default: c
+               for c in (SupernetRunConfig, FixedRunConfig, SearchRunConfig, CompareRunConfig)}
+
+
+def as_dict(config: Any) -> dict[str, Any]:
+    """The config as plain data (``config.yaml``, ``plan.json``, checkpoints), ``command`` first."""
+    data = dataclasses.asdict(config)
+    return {"command": data.pop("command"), **data}
+
+
+def run_config_from(data: Any, where: str | os.PathLike, cls: type | None = None) -> Any:
+    """A saved run config (a parsed ``config.yaml`` or ``plan.json``'s ``config``) as its dataclass;
+    ``cls`` defaults to the one its ``command`` names. Recipes saved under old key names load."""
+    where = str(where)
+    if not isinstance(data, dict):
+        raise NasError(f"{where}: not a run config (expected a mapping, got {type(data).__name__})")
+    if cls is None:
+        cls = RUN_CONFIGS.get(data.get("command"))
+        if cls is None:
+            raise NasError(f"{where}: unknown run kind {data.get('command')!r}; "
+                           f"known: {', '.join(RUN_CONFIGS)}")
+    if isinstance(data.get("recipe"), dict):
+        data = {**data, "recipe": {RENAMED_KEYS.get(k, k): v for k, v in data["recipe"].items()}}
+    return from_mapping(cls, data, where)
+
+
+def read_run_config(path: str | os.PathLike, cls: type | None = None) -> Any:
+    """``config.yaml`` of a run folder as its dataclass."""
+    return run_config_from(read_yaml(path, "run config"), path, cls)
+
+
+def require_resumable(saved: Any, now: Any, where: str | os.PathLike) -> None:
+    """Refuse to resume when any setting that changes a result differs (one line, the first)."""
+    if type(saved) is not type(now):
+        raise NasError(f"{where}: holds a {saved.command} run, not a {now.command} run")
+    diffs = differences(saved, now)
+    if not diffs:
+        return
+    key, before, after = diffs[0]
+    if before in ("", None) and after not in ("", None):
+        raise NasError(f"{where}: cannot resume: the run does not record {key} (written by an older version); "
+                       "start a new run")
+    more = f" (and {len(diffs) - 1} more: {', '.join(k for k, _, _ in diffs[1:4])})" if len(diffs) > 1 else ""
+    raise NasError(f"{where}: cannot resume with a different {key} ({before!r} in the run, {after!r} now){more}")
+
