@@ -98,3 +98,54 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+#: timm's classifier heads (EfficientFormer, EfficientFormerV2, SwiftFormer): re-initialised when the
+#: released weights were trained for another number of classes.
+HEAD_PREFIXES = ("head.", "head_dist.", "dist_head.")
+
+
+def load_pretrained(model: torch.nn.Module, path: str | os.PathLike, what: str = "network") -> list[str]:
+    """Load released (timm) weights into ``model``, strictly: every key must exist with its shape,
+    except the classifier heads, which are left initialised when they were trained for another
+    number of classes (fine-tuning from ImageNet weights). Returns the keys left initialised; a
+    mismatch is one :class:`NasError` naming the missing, unexpected or misshapen keys."""
+    state = load_checkpoint(path, "weights file")
+    for key in ("model", "state_dict", "model_ema"):
+        if isinstance(state.get(key), dict):
+            state = state[key]
+            break
+    own = model.state_dict()
+    state = {k: _resized_bias(v, own[k]) if k.endswith("attention_biases") and k in own else v
+             for k, v in state.items()}
+    mismatched = [k for k in state if k in own and tuple(own[k].shape) != tuple(getattr(state[k], "shape", ()))]
+    heads = [k for k in mismatched if k.startswith(HEAD_PREFIXES)]
+    misshapen = [k for k in mismatched if k not in heads]
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+
+    def names(keys: list[str]) -> str:
+        return ", ".join(keys[:4]) + (f" (+{len(keys) - 4} more)" if len(keys) > 4 else "")
+
+    problems = [f"{label}: {names(keys)}" for label, keys in
+                (("missing keys", missing), ("unexpected keys", unexpected), ("keys of another shape", misshapen))
+                if keys]
+    if problems:
+        raise NasError(f"{path}: does not fit the {what} ({'; '.join(problems)})")
+    model.load_state_dict({k: v for k, v in state.items() if k not in heads}, strict=False)
+    return heads
+
+
+def _resized_bias(bias: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """An attention-bias table (heads x grid points) for another resolution: the square grid is
+    resized bicubically, as timm does for relative position biases, so weights trained at 224 fine-
+    tune at another input size."""
+    if not isinstance(bias, torch.Tensor) or bias.shape == like.shape or bias.ndim != 2 or like.ndim != 2 \
+            or bias.shape[0] != like.shape[0]:
+        return bias
+    old, new = round(bias.shape[1] ** 0.5), round(like.shape[1] ** 0.5)
+    if old * old != bias.shape[1] or new * new != like.shape[1]:
+        return bias
+    grid = bias.reshape(1, bias.shape[0], old, old).float()
+    resized = torch.nn.functional.interpolate(grid, size=(new, new), mode="bicubic", align_corners=False)
+    return resized.reshape(like.shape).to(bias.dtype)

@@ -128,4 +128,8 @@ def _demo(run: Path, seed: int, supernet_recipe: Recipe | None, train_recipe: Re
               "seconds": {k: round(v, 1) for k, v in timings.items()},
               "recipes": {"supernet": dataclasses.asdict(supernet_recipe), "train": dataclasses.asdict(train_recipe)}}
     write_text_atomic(run / "demo.json", json.dumps(result, indent=1) + "\n")
+    from nas.report import write_report
+
+    result["report"] = str(write_report(run))
+    say(f"report: {result['report']}")
     return result

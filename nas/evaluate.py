@@ -7,11 +7,20 @@ slimmable networks) before scoring the held-out split.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from nas.arch import ArchConfig
+
+
+def autocast_for(amp: str, device: torch.device | str):
+    """Autocast to ``amp`` (``bf16``/``fp16``) on ``device``; a no-op context for ``none``."""
+    if amp == "none":
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
 
 
 @torch.no_grad()
@@ -32,22 +41,24 @@ def recalibrate_bn(model: nn.Module, loader: DataLoader, device="cpu") -> None:
 
 
 @torch.no_grad()
-def top1(model: nn.Module, loader: DataLoader, device="cpu") -> float:
+def top1(model: nn.Module, loader: DataLoader, device="cpu", amp: str = "none") -> float:
+    """Top-1 accuracy of ``model`` on ``loader`` (under ``amp`` autocast: bf16 or fp16)."""
     model.eval()
     correct = total = 0
     for images, labels in loader:
-        logits = model(images.to(device))
+        with autocast_for(amp, device):
+            logits = model(images.to(device))
         correct += (logits.argmax(dim=1).cpu() == labels).sum().item()
         total += labels.numel()
     return correct / max(total, 1)
 
 
 def subnet_accuracy(supernet: nn.Module, arch: ArchConfig, calib_loader: DataLoader, eval_loader: DataLoader,
-                    device="cpu") -> float:
+                    device="cpu", amp: str = "none") -> float:
     """Top-1 of ``arch``: extracted (the supernet is not touched), BN recalibrated, scored."""
     from supernets import extract
 
     model = extract(supernet, arch)
     model.distilled_training = False
     recalibrate_bn(model, calib_loader, device)
-    return top1(model, eval_loader, device)
+    return top1(model, eval_loader, device, amp)

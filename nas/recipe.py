@@ -19,6 +19,8 @@ from nas.typed_yaml import check_settings, dump_yaml, from_mapping, read_yaml, s
 
 #: Gradient clipping modes of timm's ``dispatch_clip_grad``.
 CLIP_MODES = ("agc", "norm", "value")
+#: Mixed-precision modes: ``bf16`` autocast (CPU and CUDA), ``fp16`` autocast with loss scaling (CUDA).
+AMP_MODES = ("none", "bf16", "fp16")
 #: The smallest input side every family's stem and four downsampling stages accept.
 MIN_IMG_SIZE = 32
 
@@ -68,6 +70,10 @@ class Recipe:
     gumbel_tau_end: float = setting(0.5, low=0, low_open=True)
     alpha_lr: float = setting(3e-4, low=0)
     alpha_weight_decay: float = setting(1e-3, low=0)
+    # speed on a GPU: mixed precision, memory layout, compilation (compile: fixed networks on CUDA only)
+    amp: str = setting("none", choices=AMP_MODES)  # autocast dtype for training and evaluation; fp16: CUDA only
+    channels_last: bool = False
+    compile: bool = False  # torch.compile the training forward of a fixed network (a supernet's changes per step)
     # evaluation and checkpoints
     eval_batch_size: int = setting(256, low=1)
     bn_calib_batches: int = setting(10, low=1)

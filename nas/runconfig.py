@@ -33,6 +33,8 @@ class SupernetRunConfig:
     space_file: str = setting("", free=True)  # where the space was read from (the name identifies it)
     data_fingerprint: str = ""  # nas.data.data_fingerprint: which images, not only which folder
     world_size: int = 1
+    init: str | None = setting(None, free=True)  # released weights the run started from (--init)
+    init_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class FixedRunConfig:
     label: str = setting("", free=True)  # how the user named the arch
     data_fingerprint: str = ""
     world_size: int = 1
+    init: str | None = setting(None, free=True)
+    init_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class SearchRunConfig:
     strategy: str = setting("greedy", choices=("greedy", "optuna"))
     trials: int | None = None
     actions: str | None = setting(None, free=True)
+    storage: str | None = None  # optuna: the study's database (None: optuna.db in the run folder)
+    study_name: str | None = None
 
 
 @dataclass(frozen=True)

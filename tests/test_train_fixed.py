@@ -201,6 +201,8 @@ def test_demo_with_a_reduced_budget(tmp_path, capsys):
     assert rows[0]["digest"] == searched.digest
     # The searched network's supernet accuracy is the one the search ended with.
     assert rows[0]["supernet_top1"] == pytest.approx(result["search"]["accuracy"])
+    page = (run / "report.html").read_text()  # the demo ends with its report: every stage on one page
+    assert all(f"Stage: {stage}" in page for stage in ("supernet", "search", "compare")) and "<img" in page
     # A second run finds every stage done and prints the same table.
     assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
                  "--target-fraction", "0.1"]) == 0

@@ -79,6 +79,8 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
                                        "default: scikit-learn's digits")
     parser.add_argument("--run", help=f"run folder (default: {default_run})")
     parser.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
+    parser.add_argument("--init", metavar="PATH", help="start from released weights (a timm state dict or checkpoint); "
+                                                      "classifier heads of another class count are re-initialised")
     parser.add_argument("--max-steps", type=positive_int,
                         help="stop after this many steps (the schedule still spans --epochs)")
     add_recipe_overrides(parser)

@@ -15,6 +15,7 @@ from nas.cli import (
     export_blocks,
     import_table,
     profile,
+    report,
     sample,
     search,
     space,
@@ -25,7 +26,7 @@ from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
 SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample,
-               train, compare, export, demo)
+               train, compare, export, demo, report)
 
 
 def build_parser() -> OneLineErrorParser:

@@ -22,8 +22,10 @@ def add_parser(sub) -> None:
     p.add_argument("--table", help="latency table file (default: the device's table for the space)")
     p.add_argument("--space", help="search space (name or YAML path); default: the one that names ARCH, "
                                    "or the family's default space for a YAML")
-    p.add_argument("--img-size", type=image_size, default=224, help="input height and width (default: 224)")
-    p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs (default: 1000)")
+    p.add_argument("--img-size", type=image_size, help="input height and width (default: the size the search "
+                                                        "that wrote ARCH priced at, else 224)")
+    p.add_argument("--num-classes", type=positive_int, help="classifier outputs (default: the classes of the run "
+                                                            "that wrote ARCH, else 1000)")
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -35,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
         raise NasError("give ARCH (a named member or an arch YAML) or --timm MODEL")
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
+    pricing = pricing_defaults(args.arch)
+    args.img_size = args.img_size or pricing.get("img_size", 224)
+    args.num_classes = args.num_classes or pricing.get("num_classes", 1000)
     params = count_params(arch, args.img_size, args.num_classes)
     macs = count_macs(arch, args.img_size, args.num_classes)
     result = {
@@ -54,10 +59,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     if args.device:
         table = LatencyTable.load(args.device, space, args.img_size, path=args.table)
-        if table.header.num_classes != args.num_classes:
-            raise NasError(f"{table.path}: the table prices a {table.header.num_classes}-class head; "
-                           f"use --num-classes {table.header.num_classes} or build a table for {args.num_classes}")
-        latency = table.latency(arch)
+        latency = table.latency(arch)  # as nas search prices it: params with this head, latency with the table's
         result.update(device=args.device, latency_ms=latency, latency_source=table.header.source,
                       latency_error=table.header.error, mes=mes(params, latency))
         lines += [f"latency      {latency:.3f} ms on {args.device}  [{table.describe_source()}]",
@@ -70,8 +72,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def pricing_defaults(arch: str) -> dict:
+    """The input size and class count an arch YAML was priced with by the run that wrote it
+    (``nas search`` or ``nas sample``: ``config.yaml`` beside it), so one file gets one MES."""
+    from pathlib import Path
+
+    from nas.typed_yaml import read_yaml
+
+    config_path = Path(arch).parent / "config.yaml"
+    if not Path(arch).is_file() or not config_path.is_file():
+        return {}
+    saved = read_yaml(config_path, "run config")
+    if not isinstance(saved, dict) or saved.get("command") not in ("search", "sample"):
+        return {}
+    return {k: saved[k] for k in ("img_size", "num_classes") if isinstance(saved.get(k), int) and saved[k] > 0}
+
+
 def run_timm(args: argparse.Namespace) -> int:
     """Price a timm model: predicted for phones (cost model), measured end to end for local devices."""
+    args.img_size = args.img_size or 224
+    args.num_classes = args.num_classes or 1000
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -12,6 +12,7 @@ from nas.latency import LatencyTable
 from nas.search.objective import OBJECTIVES, Objective, cost_function
 from nas.search.sample import sample_within_budget
 from nas.space import load_space
+from nas.typed_yaml import dump_yaml, write_text_atomic
 
 
 def add_parser(sub) -> None:
@@ -24,6 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("--target", type=positive_float, required=True)
     p.add_argument("--device", help="latency table device (needed for mes and latency)")
     p.add_argument("--img-size", type=image_size, default=224)
+    p.add_argument("--num-classes", type=positive_int, default=1000,
+                   help="classifier outputs the parameters are counted with (default 1000; 10 for CIFAR-10)")
     p.add_argument("-n", type=positive_int, default=5, help="how many (default 5)")
     p.add_argument("--tolerance", type=fraction, default=0.05, help="relative band around the target (default 0.05)")
     p.add_argument("--out", required=True, help="folder for the arch YAMLs")
@@ -37,9 +40,14 @@ def run(args: argparse.Namespace) -> int:
     if objective.name != "params" and not args.device:
         raise NasError(f"objective {objective.name} needs --device (a latency table)")
     table = LatencyTable.load(args.device, space, args.img_size) if args.device else None
-    cost = cost_function(table, args.img_size)
+    cost = cost_function(table, args.img_size, args.num_classes)
     archs = sample_within_budget(space, args.n, objective, cost, random.Random(args.seed), args.tolerance)
     out = Path(args.out)
+    # How the files were priced, so `nas profile` prices them the same way.
+    write_text_atomic(out / "config.yaml", dump_yaml({
+        "command": "sample", "space": space.name, "objective": objective.name, "target": objective.target,
+        "device": args.device, "img_size": args.img_size, "num_classes": args.num_classes,
+        "tolerance": args.tolerance, "seed": args.seed}))
     rows, lines = [], [f"{'file':<28}{'params (M)':>11}{'latency ms':>12}{'MES':>8}"]
     for i, arch in enumerate(archs):
         path = arch.save(out / f"random-{i}.yaml")

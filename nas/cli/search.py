@@ -25,7 +25,11 @@ def add_parser(sub) -> None:
     p.add_argument("--bn-calib-batches", type=positive_int, help="override the supernet recipe's")
     p.add_argument("--strategy", default="greedy", choices=("greedy", "optuna"),
                    help="greedy slimming (default) or optuna NSGA-II over accuracy and latency")
-    p.add_argument("--trials", type=positive_int, default=64, help="optuna trials (default 64)")
+    p.add_argument("--trials", type=positive_int, default=64,
+                   help="optuna: finished trials the study should hold (default 64)")
+    p.add_argument("--storage", help="optuna: database URL of the study, shared by processes that add trials to it "
+                                     "(default: sqlite:///RUN/optuna.db)")
+    p.add_argument("--study-name", default="nas-search", help="optuna: study name in --storage (default nas-search)")
     p.add_argument("--resume", action="store_true")
     add_common(p)
     p.set_defaults(handler=run)
@@ -37,9 +41,11 @@ def run(args: argparse.Namespace) -> int:
     objective = Objective(args.objective, args.target)
     run_dir = args.run or f"runs/search-{objective.name}-{args.target:g}"
     result = search(args.supernet, objective, args.device, run_dir, args.img_size, args.workers, args.ray_address,
-                    args.seed, args.resume, args.space, args.bn_calib_batches, args.strategy, args.trials)
+                    args.seed, args.resume, args.space, args.bn_calib_batches, args.strategy, args.trials,
+                    args.storage, args.study_name)
     if args.strategy == "optuna":
-        lines = [f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated)",
+        lines = [f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated "
+                 f"here; study in {args.storage or run_dir + '/optuna.db'})",
                  f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png"]
         lines += [f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
                   + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"
     result = train_fixed(arch, recipe, args.data, run_dir, seed=args.seed, resume=args.resume,
-                         max_steps=args.max_steps, label=label, space=space.name)
+                         max_steps=args.max_steps, label=label, space=space.name, init=args.init)
     if "top1" not in result:  # not the main process of a torchrun job
         return 0
     lines = [f"run          {run_dir}",

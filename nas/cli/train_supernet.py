@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/supernet-{space.name}"
     result = train_supernet(space, recipe, args.data, run_dir, seed=args.seed, resume=args.resume,
-                            max_steps=args.max_steps)
+                            max_steps=args.max_steps, init=args.init)
     if "largest_top1" not in result:  # not the main process of a torchrun job
         return 0
     lines = [f"run          {run_dir}",

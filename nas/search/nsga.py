@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+import warnings
 from pathlib import Path
 
 from nas.arch import ArchConfig
+from nas.errors import NasError
 from nas.search.greedy import AccuracyFn, CostFn
 from nas.space import FAMILY_RULES, SearchSpace
 from nas.typed_yaml import dump_yaml, write_text_atomic
@@ -56,26 +59,69 @@ def arch_from_trial(space: SearchSpace, trial) -> ArchConfig:
     return space.validate(arch)
 
 
-def nsga_search(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, trials: int, seed: int, run: Path,
-                population: int = 16) -> list[dict]:
-    """Run NSGA-II for ``trials`` trials; write trials.jsonl, pareto.yaml and pareto.png; return the front."""
+def default_storage(run: Path) -> str:
+    """The study's database when no ``--storage`` is given: SQLite in the run folder
+    (``optuna-dashboard sqlite:///runs/X/optuna.db`` opens it)."""
+    return f"sqlite:///{(Path(run) / 'optuna.db').resolve()}"
+
+
+def open_study(storage: str, study_name: str, seed: int, population: int = 16):
+    """The NSGA-II study in ``storage`` (created, or loaded to continue it). Trials of a process
+    that died stay RUNNING only until their heartbeat expires; then they count as failed."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    kwargs = {"connect_args": {"timeout": 60}} if storage.startswith("sqlite") else {}
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats
+                rdb = optuna.storages.RDBStorage(storage, heartbeat_interval=10, grace_period=30,
+                                                 engine_kwargs=kwargs)
+                return optuna.create_study(study_name=study_name, storage=rdb, load_if_exists=True,
+                                           directions=["maximize", "minimize"],
+                                           sampler=optuna.samplers.NSGAIISampler(population_size=population,
+                                                                                 seed=seed))
+        except (ImportError, ValueError, optuna.exceptions.OptunaError) as exc:
+            raise NasError(f"--storage {storage}: cannot open the optuna study ({str(exc).splitlines()[0]})") \
+                from None
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy: two processes creating one new database race
+            if attempt == 4:
+                raise NasError(f"--storage {storage}: cannot open the optuna study ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0]})") from None
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def nsga_search(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, trials: int, seed: int, run: Path,
+                storage: str | None = None, study_name: str = "nas-search", population: int = 16) -> list[dict]:
+    """Run NSGA-II until the study holds ``trials`` finished trials; write trials.jsonl, pareto.yaml
+    and pareto.png (of every finished trial of the study, whoever ran it); return the front.
+
+    The study lives in a database (``storage``, default SQLite in ``run``), so an interrupted search
+    continues where it stopped and several processes (each with its own ``--run``) can add trials to
+    one study."""
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
+
+    study = open_study(storage or default_storage(run), study_name, seed, population)
     uses_latency = cost(space.smallest()).latency_ms is not None
-    study = optuna.create_study(directions=["maximize", "minimize"],
-                                sampler=optuna.samplers.NSGAIISampler(population_size=population, seed=seed))
-    records: list[dict] = []
 
     def objective(trial):
         arch = arch_from_trial(space, trial)
         acc = accuracy([arch])[0]
         c = cost(arch)
-        records.append({"trial": trial.number, "accuracy": acc, **c.to_dict(), "digest": arch.digest,
-                        "arch": arch.to_dict()})
+        for key, value in {**c.to_dict(), "accuracy": acc, "digest": arch.digest, "arch": arch.to_dict(),
+                           "run": str(run)}.items():
+            trial.set_user_attr(key, value)
         return acc, (c.latency_ms if uses_latency else c.params)
 
-    study.optimize(objective, n_trials=trials)
+    finished = (TrialState.COMPLETE,)
+    if len(study.get_trials(deepcopy=False, states=finished)) < trials:
+        study.optimize(objective, n_trials=trials, callbacks=[MaxTrialsCallback(trials, states=finished)])
+    done = study.get_trials(deepcopy=False, states=finished)
+    records = [{"trial": t.number, **{k: t.user_attrs[k] for k in ("accuracy", "params", "latency_ms", "mes",
+                                                                    "digest", "arch", "run")}} for t in done]
     write_text_atomic(run / "trials.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     front_ids = {t.number for t in study.best_trials}
     front = sorted((r for r in records if r["trial"] in front_ids),

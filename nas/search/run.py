@@ -25,6 +25,7 @@ from nas.search.greedy import SearchState, Step, greedy_slim, require_reachable
 from nas.search.objective import Cost, Objective, cost_function
 from nas.search.pool import EvaluatorPool
 from nas.space import load_space
+from nas.tboard import Curves
 from nas.typed_yaml import dump_yaml, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ def _state_from_json(path: Path) -> SearchState:
 def search(supernet_run: str | Path, objective: Objective, device: str | None, run: str | Path,
            img_size: int = 224, workers: int = 0, ray_address: str | None = None, seed: int = 0,
            resume: bool = False, space_name: str | None = None, bn_calib_batches: int | None = None,
-           strategy: str = "greedy", trials: int = 64) -> dict[str, Any]:
+           strategy: str = "greedy", trials: int = 64, storage: str | None = None,
+           study_name: str = "nas-search") -> dict[str, Any]:
     """Greedy slimming (or NSGA-II) of the supernet in ``supernet_run`` to ``objective``, in ``run``.
 
     Every input (the supernet run and its checkpoint, the space, the table, the data) is checked
@@ -87,7 +89,8 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
         data_fingerprint=context["data_fingerprint"], split_seed=spec.seed,
         table_digest=file_digest(table.path) if table is not None else None,
         latency_source=table.describe_source() if table else None, strategy=strategy,
-        trials=trials if strategy == "optuna" else None, actions=actions_note)
+        trials=trials if strategy == "optuna" else None, actions=actions_note,
+        storage=storage if strategy == "optuna" else None, study_name=study_name if strategy == "optuna" else None)
     run = Path(run)
     state = _check_run_folder(run, config, resume)
     # The evaluators read the data and weights now: bad data fails before the folder exists.
@@ -100,7 +103,7 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
             if strategy == "optuna":
                 from nas.search.nsga import nsga_search
 
-                front = nsga_search(space, pool, cost, trials, seed, run)
+                front = nsga_search(space, pool, cost, trials, seed, run, storage, study_name)
                 return {"strategy": "optuna", "trials": trials, "pareto": front,
                         "evaluations": len(pool.cache.values), "latency_source": config.latency_source}
             return _greedy(run, space, pool, cost, objective, actions, state, config)
@@ -124,14 +127,30 @@ def _check_run_folder(run: Path, config: SearchRunConfig, resume: bool) -> Searc
 def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: SearchState | None,
             config: SearchRunConfig) -> dict[str, Any]:
     started = time.perf_counter()
+    # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
+    # logs its last saved point again and hides what the interrupted process logged from there on.
+    resumed = any(run.glob("events.out.tfevents.*"))
+    curves = Curves(run, purge_from=(len(state.steps) if state else 0) if resumed else None)
+
+    def log_point(current: SearchState) -> None:
+        step, arch, accuracy = (current.steps[-1].index, current.steps[-1].arch, current.steps[-1].accuracy) \
+            if current.steps else (0, current.start, current.start_accuracy)
+        curves.add("search", {"accuracy": accuracy, **cost(arch).to_dict()}, step)
+
+    if state is not None:
+        log_point(state)
 
     def save(current: SearchState) -> None:
         write_text_atomic(run / "state.json", _state_to_json(current))
         write_text_atomic(run / "search.jsonl", "".join(
             json.dumps({**{k: v for k, v in s.to_dict().items() if k != "arch"},
                         "latency_source": config.latency_source}) + "\n" for s in current.steps))
+        log_point(current)
 
-    state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save)
+    try:
+        state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save)
+    finally:
+        curves.close()
     final = state.current
     final.save(run / "arch.yaml")
     result = {"arch": final.to_dict(), "digest": final.digest, "accuracy": state.current_accuracy,

@@ -26,14 +26,16 @@ from nas.train.loop import Trainer
 
 class FixedTrainer(Trainer):
     command = "train"
+    compilable = True
 
     def __init__(self, arch: ArchConfig, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,
                  resume: bool = False, progress: bool = True, max_steps: int | None = None, label: str = "",
-                 space: str = ""):
+                 space: str = "", init: str | None = None):
         self.arch, self.label = arch, label or arch.digest
         config = {"arch": arch.to_dict(), "arch_digest": arch.digest, "label": self.label, "family": arch.family,
                   "space": space}
-        super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, hold_out_search=False)
+        super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, hold_out_search=False,
+                         init=init)
 
     @property
     def description(self) -> str:
@@ -50,10 +52,10 @@ class FixedTrainer(Trainer):
 
     def train_step(self, images, targets, teacher_labels) -> float:
         self.optimizer.zero_grad(set_to_none=True)
-        loss, _ = self.supervised_loss(self.model(images), targets, teacher_labels)
-        loss.backward()
-        self.clip(self.net.parameters())
-        self.optimizer.step()
+        with self.autocast():
+            loss, _ = self.supervised_loss(self.model(images), targets, teacher_labels)
+        self.backward(loss)
+        self.optimizer_step(self.net.parameters())
         return loss.item()
 
     def evaluate(self) -> dict[str, Any]:
@@ -66,11 +68,12 @@ class FixedTrainer(Trainer):
                                   "macs": count_macs(self.arch, self.recipe.img_size, n)}
         loader = eval_loader(self.splits.val, self.recipe)
         for suffix, net in self.eval_nets():
-            result[f"top1{suffix}"] = top1(net, loader, self.device)
+            result[f"top1{suffix}"] = top1(net, loader, self.device, self.recipe.amp)
         return result
 
 
 def train_fixed(arch: ArchConfig, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,
                 resume: bool = False, progress: bool = True, max_steps: int | None = None, label: str = "",
-                space: str = "") -> dict[str, Any]:
-    return FixedTrainer(arch, recipe, data, run, seed, resume, progress, max_steps, label, space).train()
+                space: str = "", init: str | None = None) -> dict[str, Any]:
+    """Train ``arch`` from scratch (or fine-tune it from released weights ``init``)."""
+    return FixedTrainer(arch, recipe, data, run, seed, resume, progress, max_steps, label, space, init).train()

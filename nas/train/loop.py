@@ -24,9 +24,12 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nas.data import Splits, data_fingerprint, load_splits, train_loader
+from nas.errors import NasError
+from nas.evaluate import autocast_for
 from nas.recipe import Recipe
 from nas.runconfig import FixedRunConfig, as_dict
-from nas.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from nas.tboard import Curves
+from nas.checkpoint import file_digest, load_checkpoint, load_pretrained, rng_state, save_checkpoint, set_rng_state
 from nas.train.common import DistEnv, RunFolder, classification_loss, load_teacher, param_groups, seed_everything
 
 log = logging.getLogger(__name__)
@@ -40,10 +43,11 @@ class Trainer:
     command = "train"
     config_class: type = FixedRunConfig  # what config.yaml holds (nas.runconfig)
     find_unused_parameters = False  # DDP: a supernet step leaves the unsampled weights without gradients
+    compilable = False  # torch.compile: a fixed network's forward; a supernet's graph changes every step
 
     def __init__(self, recipe: Recipe, data: str | None, run: str | Path, config: dict[str, Any], seed: int = 0,
                  resume: bool = False, progress: bool = True, max_steps: int | None = None,
-                 hold_out_search: bool = True):
+                 hold_out_search: bool = True, init: str | None = None):
         self.env = DistEnv.setup()
         self.device = self.env.device()
         self.recipe, self.seed, self.progress, self.data = recipe, seed, progress, data
@@ -54,14 +58,23 @@ class Trainer:
         # teacher and its checkpoint, the batch size against the images, the checkpoint to resume.
         self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search)
         self.run_config = self.config_class(**config, data=data, data_fingerprint=data_fingerprint(data), seed=seed,
-                                            world_size=self.env.world, recipe=recipe)
+                                            world_size=self.env.world, recipe=recipe, init=init,
+                                            init_digest=file_digest(init) if init and Path(init).is_file() else None)
         self.config = as_dict(self.run_config)
         self.teacher = load_teacher(recipe, self.splits.num_classes, self.device)
         self.loader, self.sampler, self.dataset = train_loader(self.splits, recipe, seed, self.env.rank, self.env.world)
+        if recipe.amp == "fp16" and self.device.type != "cuda":
+            raise NasError("amp fp16 needs a CUDA device; on the CPU use --amp bf16 or none")
         resume_state = None
         if resume and self.folder.checkpoint.exists():
             resume_state = load_checkpoint(self.folder.checkpoint, require=("model", "optimizer", "scheduler", "rng",
                                                                             "step"))
+        self.net = self.build_net(self.splits.num_classes).to(self.device)
+        if init and resume_state is None and not resume:  # a resumed run's weights come from its checkpoint
+            fresh = load_pretrained(self.net, init, self.description.split(" ", 1)[-1])
+            if fresh:
+                log.warning("%s: classifier %s left initialised (trained for another number of classes)", init,
+                            ", ".join(sorted({k.split(".")[0] for k in fresh})))
         self.folder.prepare(self.run_config, resume)
         try:
             self._build(resume_state)
@@ -71,7 +84,6 @@ class Trainer:
 
     def _build(self, resume_state: dict[str, Any] | None) -> None:
         recipe = self.recipe
-        self.net = self.build_net(self.splits.num_classes).to(self.device)
         if self.teacher is not None:
             self.net.set_distilled_training(True)
         self.steps_per_epoch = self.sampler.batches_per_epoch
@@ -90,8 +102,17 @@ class Trainer:
             from timm.utils import ModelEmaV3
 
             self.ema = ModelEmaV3(self.net, decay=recipe.model_ema_decay, use_warmup=recipe.model_ema_warmup)
+        if recipe.channels_last:
+            self.net.to(memory_format=torch.channels_last)
         self.model = (DistributedDataParallel(self.net, find_unused_parameters=self.find_unused_parameters)
                       if self.env.world > 1 else self.net)
+        if recipe.compile:
+            if self.device.type == "cuda" and self.compilable:
+                self.model = torch.compile(self.model)
+            else:
+                log.warning("compile: only fixed networks on CUDA are compiled; this run trains eagerly")
+        # Loss scaling for fp16 (bf16 needs none); disabled, it is a plain backward and step.
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=recipe.amp == "fp16")
         self.step = 0
         self.setup()
         if resume_state is not None:
@@ -132,9 +153,23 @@ class Trainer:
 
     # --- shared step pieces --------------------------------------------------------------------
 
-    def clip(self, params) -> None:
+    def autocast(self):
+        """The recipe's mixed precision for a forward (a no-op context for ``amp: none``)."""
+        return autocast_for(self.recipe.amp, self.device)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def optimizer_step(self, params, *optimizers) -> None:
+        """Unscale (fp16), clip ``params`` as the recipe says, step every optimizer."""
+        optimizers = optimizers or (self.optimizer,)
+        for optimizer in optimizers:
+            self.scaler.unscale_(optimizer)
         if self.recipe.clip_grad > 0:
             dispatch_clip_grad(params, self.recipe.clip_grad, mode=self.recipe.clip_mode)
+        for optimizer in optimizers:
+            self.scaler.step(optimizer)
+        self.scaler.update()
 
     def supervised_loss(self, output, targets, teacher_labels):
         """Loss against the labels (and the teacher's hard labels on the distillation head, DeiT's
@@ -200,6 +235,7 @@ class Trainer:
         last = self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
         bar = tqdm(total=last, initial=self.step, desc=self.description,
                    disable=None if (self.progress and self.env.is_main) else True)
+        curves = Curves(self.folder.path, purge_from=self.step + 1 if self.step else None) if self.env.is_main else None
         window_loss, window_images, window_start = 0.0, 0, time.perf_counter()
         self.net.train()
         for epoch in range(start_epoch, recipe.epochs):
@@ -209,6 +245,8 @@ class Trainer:
             self.dataset.epoch = epoch
             for images, labels in self.loader:
                 images, labels = images.to(self.device), labels.to(self.device)
+                if recipe.channels_last:
+                    images = images.contiguous(memory_format=torch.channels_last)
                 targets = labels
                 if self.mixup is not None:
                     images, targets = self.mixup(images, labels)
@@ -232,6 +270,8 @@ class Trainer:
                     record = {"step": self.step, "epoch": epoch, "loss": window_loss / n, "lr": lr,
                               "images_per_s": window_images / max(elapsed, 1e-9), **self.step_record()}
                     self.folder.log(record)
+                    if curves is not None:
+                        curves.add("train", {k: v for k, v in record.items() if k not in ("step", "epoch")}, self.step)
                     bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", img_s=f"{record['images_per_s']:.0f}")
                     window_loss, window_images, window_start = 0.0, 0, time.perf_counter()
                 bar.update(1)
@@ -251,5 +291,7 @@ class Trainer:
             self.folder.log({"step": self.step, "final": True,
                              **{k: v for k, v in result.items() if not isinstance(v, (dict, list))}})
             self.folder.write_json("result.json", result)
+            curves.add("eval", {k: v for k, v in result.items() if "top1" in k}, self.step)
+            curves.close()
         self.env.teardown()
         return result

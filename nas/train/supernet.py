@@ -48,11 +48,12 @@ class SupernetTrainer(Trainer):
     find_unused_parameters = True
 
     def __init__(self, space: SearchSpace, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,
-                 resume: bool = False, progress: bool = True, max_steps: int | None = None):
+                 resume: bool = False, progress: bool = True, max_steps: int | None = None,
+                 init: str | None = None):
         self.space = space
         self.gumbel = space.family == "efficientformer"
         config = {"family": space.family, "space": space.name, "space_file": space.source}
-        super().__init__(recipe, data, run, config, seed, resume, progress, max_steps)
+        super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, init=init)
 
     @property
     def description(self) -> str:
@@ -109,29 +110,28 @@ class SupernetTrainer(Trainer):
         self.optimizer.zero_grad(set_to_none=True)
         soft_targets, total = None, 0.0
         for i, arch in enumerate(archs):
-            output = self.model(images, arch)
-            if i == 0 or not self.recipe.inplace_distill:
-                loss, logits = self.supervised_loss(output, targets, teacher_labels)
-                if i == 0 and self.recipe.inplace_distill:
-                    soft_targets = logits.detach().softmax(dim=-1)
-            else:
-                logits = output if self.teacher is None else (output[0] + output[1]) / 2
-                loss = soft_cross_entropy(logits, soft_targets)
-            loss.backward()
+            with self.autocast():
+                output = self.model(images, arch)
+                if i == 0 or not self.recipe.inplace_distill:
+                    loss, logits = self.supervised_loss(output, targets, teacher_labels)
+                    if i == 0 and self.recipe.inplace_distill:
+                        soft_targets = logits.detach().float().softmax(dim=-1)
+                else:
+                    logits = output if self.teacher is None else (output[0] + output[1]) / 2
+                    loss = soft_cross_entropy(logits.float(), soft_targets)
+            self.backward(loss)
             total += loss.item()
-        self.clip(self.net.parameters())
-        self.optimizer.step()
+        self.optimizer_step(self.net.parameters())
         return total / len(archs)
 
     def gumbel_step(self, images, targets, teacher_labels) -> float:
         self.net.set_temperature(gumbel_temperature(self.recipe, self.step / max(self.total_steps, 1)))
         self.optimizer.zero_grad(set_to_none=True)
         self.alpha_optimizer.zero_grad(set_to_none=True)
-        loss, _ = self.supervised_loss(self.model(images), targets, teacher_labels)
-        loss.backward()
-        self.clip(self.net.weight_parameters())
-        self.optimizer.step()
-        self.alpha_optimizer.step()
+        with self.autocast():
+            loss, _ = self.supervised_loss(self.model(images), targets, teacher_labels)
+        self.backward(loss)
+        self.optimizer_step(self.net.weight_parameters(), self.optimizer, self.alpha_optimizer)
         return loss.item()
 
     # --- result --------------------------------------------------------------------------------
@@ -145,12 +145,15 @@ class SupernetTrainer(Trainer):
         search = eval_loader(self.splits.search, self.recipe)
         for suffix, net in self.eval_nets():
             for name, arch in (("largest", self.space.largest()), ("smallest", self.space.smallest())):
-                result[f"{name}_top1{suffix}"] = subnet_accuracy(net, arch, calib, search, self.device)
+                result[f"{name}_top1{suffix}"] = subnet_accuracy(net, arch, calib, search, self.device,
+                                                                 self.recipe.amp)
         if self.gumbel:
             result["importance"] = self.net.importance().to_dict()
         return result
 
 
 def train_supernet(space: SearchSpace, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,
-                   resume: bool = False, progress: bool = True, max_steps: int | None = None) -> dict[str, Any]:
-    return SupernetTrainer(space, recipe, data, run, seed, resume, progress, max_steps).train()
+                   resume: bool = False, progress: bool = True, max_steps: int | None = None,
+                   init: str | None = None) -> dict[str, Any]:
+    """Train the supernet of ``space`` (``init``: released weights of its largest network to start from)."""
+    return SupernetTrainer(space, recipe, data, run, seed, resume, progress, max_steps, init).train()

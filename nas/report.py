@@ -1,0 +1,250 @@
+"""``nas report RUN``: one self-contained HTML page for any run folder.
+
+The page holds the run's config, its curves (loss, learning rate, images/s), its result, the
+search trajectory and Pareto front, the comparison table, and every latency with its source.
+Plots are PNG images inlined as data URIs, so the page needs no network and no other file. The
+run kind is read from the folder: ``demo.json`` (a demo, whose stages are reported in turn),
+``plan.json`` (a comparison), or ``config.yaml``'s ``command`` (supernet, training, search).
+Every number shown carries ``data-value`` with the number it was formatted from.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from nas.errors import NasError
+from nas.typed_yaml import dump_yaml, read_yaml, write_text_atomic
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+td, th { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
+td.text, th { text-align: left; } tr.searched { font-weight: bold; background: #fff6e0; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.source { color: #555; font-size: 0.85em; } img { max-width: 100%; }
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def number(value: Any, spec: str = ".4g", scale: float = 1.0, key: str = "") -> str:
+    """A table cell for a number, with the exact value in ``data-value`` (``-`` for none)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f'<td class="text" data-key="{_esc(key)}">{_esc("-" if value is None else value)}</td>'
+    shown = value if scale == 1.0 else value * scale
+    return f'<td data-key="{_esc(key)}" data-value="{_esc(json.dumps(value))}">{format(shown, spec)}</td>'
+
+
+def table(head: Iterable[str], rows: Iterable[Iterable[str]], row_class: Iterable[str] | None = None) -> str:
+    classes = list(row_class) if row_class is not None else None
+    out = ["<table>", "<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>"]
+    for i, cells in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def text_cell(value: Any) -> str:
+    return f'<td class="text">{_esc(value)}</td>'
+
+
+def png(fig) -> str:
+    """A matplotlib figure as an inline PNG image (closed afterwards)."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
+
+
+def png_file(path: Path) -> str:
+    return f'<img alt="{_esc(path.name)}" src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}">'
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NasError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
+
+
+def _jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            break  # a line cut short by an interrupted run
+    return records
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+def config_section(config: Any, title: str = "Config") -> str:
+    return f"<h2>{_esc(title)}</h2>\n<details><summary>show</summary><pre>{_esc(dump_yaml(config))}</pre></details>"
+
+
+def curves_section(metrics: list[dict]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [m for m in metrics if not m.get("final") and "loss" in m]
+    if not points:
+        return ""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3))
+    steps = [m["step"] for m in points]
+    for ax, key, label in zip(axes, ("loss", "lr", "images_per_s"), ("loss", "learning rate", "images/s")):
+        ax.plot(steps, [m.get(key) for m in points])
+        ax.set_xlabel("step")
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    last = points[-1]
+    rows = [[text_cell(k), number(last.get(k), ".4g", key=f"last.{k}")] for k in ("step", "loss", "lr",
+                                                                                  "images_per_s")]
+    return "<h2>Training curves</h2>\n" + png(fig) + "\n" + table(["last logged", "value"], rows)
+
+
+def result_section(result: dict, title: str = "Result") -> str:
+    rows = []
+    for key, value in result.items():
+        if isinstance(value, (dict, list)):
+            continue
+        scale, spec = (100.0, ".2f") if "top1" in key or key in ("accuracy", "start_accuracy", "chance") else \
+            (1.0, ".6g")
+        label = f"{key} (%)" if scale == 100.0 else key
+        rows.append([text_cell(label), number(value, spec, scale, key=f"result.{key}")
+                     if isinstance(value, (int, float)) and not isinstance(value, bool) else text_cell(value)])
+    return f"<h2>{_esc(title)}</h2>\n" + table(["", "value"], rows)
+
+
+def trajectory_section(run: Path) -> str:
+    steps = _jsonl(run / "search.jsonl")
+    state = _read_json(run / "state.json") if (run / "state.json").exists() else None
+    out = ["<h2>Search trajectory</h2>"]
+    if state is not None:
+        out.append(f'<p>Largest sub-network: top-1 <span data-key="start_accuracy" '
+                   f'data-value="{state["start_accuracy"]}">{100 * state["start_accuracy"]:.2f}</span>% on the '
+                   "search split (supernet weights, BatchNorm recalibrated).</p>")
+    rows = [[number(s["step"], "d", key="step"), text_cell(s["action"]),
+             number(s["accuracy"], ".2f", 100, key="accuracy"), number(s["params"] / 1e6, ".3f", key="params_m"),
+             number(s.get("latency_ms"), ".3f", key="latency_ms"), number(s.get("mes"), ".1f", key="mes"),
+             text_cell(s.get("latency_source") or "no latency table")] for s in steps]
+    out.append(table(["step", "action", "top-1 (%)", "params (M)", "latency (ms)", "MES", "latency source"], rows))
+    if (run / "trajectory.png").exists():
+        out.append(png_file(run / "trajectory.png"))
+    front = read_yaml(run / "pareto.yaml", "Pareto front") if (run / "pareto.yaml").exists() else None
+    if front:
+        out.append("<h2>Pareto front (optuna NSGA-II)</h2>")
+        out.append(table(["top-1 (%)", "params (M)", "latency (ms)", "MES", "digest"], [
+            [number(r["accuracy"], ".2f", 100, key="accuracy"), number(r["params"] / 1e6, ".3f", key="params_m"),
+             number(r.get("latency_ms"), ".3f", key="latency_ms"), number(r.get("mes"), ".1f", key="mes"),
+             text_cell(r["digest"])] for r in front]))
+        if (run / "pareto.png").exists():
+            out.append(png_file(run / "pareto.png"))
+    return "\n".join(out)
+
+
+def compare_section(run: Path) -> str:
+    result = _read_json(run / "result.json")
+    rows, classes = [], []
+    for r in result["rows"]:
+        rows.append([text_cell(r["network"]), number(r["top1"], ".2f", 100, key="top1"),
+                     number(r.get("top1_ema"), ".2f", 100, key="top1_ema"),
+                     number(r.get("supernet_top1"), ".2f", 100, key="supernet_top1"),
+                     number(r["params"] / 1e6, ".3f", key="params_m"), number(r["macs"] / 1e6, ".1f", key="macs_m"),
+                     number(r.get("latency_ms"), ".3f", key="latency_ms"), number(r.get("mes"), ".1f", key="mes"),
+                     text_cell(r["digest"])])
+        classes.append("searched" if r["kind"] == "searched" else "")
+    s = result["summary"]
+    summary_rows = [[text_cell(k), number(v, ".4g", key=f"summary.{k}")] for k, v in s.items()]
+    objective = result["objective"]
+    out = [f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",
+           table(["network", "top-1 (%)", "top-1 EMA (%)", "supernet top-1 (%)", "params (M)", "MACs (M)",
+                  "latency (ms)", "MES", "digest"], rows, classes),
+           table(["summary", "value"], summary_rows),
+           "<h3>Where the numbers come from</h3>",
+           "<ul>" + "".join(f'<li class="source"><b>{_esc(k)}</b>: {_esc(v)}</li>'
+                            for k, v in result["sources"].items()) + "</ul>"]
+    if (run / "compare.png").exists():
+        out.append(png_file(run / "compare.png"))
+    return "\n".join(out)
+
+
+# --- run kinds ------------------------------------------------------------------------------------
+
+def run_kind(run: Path) -> str:
+    if (run / "demo.json").exists():
+        return "demo"
+    if (run / "plan.json").exists():
+        return "compare"
+    if (run / "config.yaml").exists():
+        config = read_yaml(run / "config.yaml", "run config")
+        command = config.get("command") if isinstance(config, dict) else None
+        if command in ("train-supernet", "train", "search"):
+            return command
+    raise NasError(f"{run}: not a run folder of nas (no demo.json, plan.json or config.yaml of train-supernet, "
+                   "train or search)")
+
+
+def sections(run: Path, kind: str) -> list[str]:
+    if kind in ("train-supernet", "train"):
+        out = [config_section(read_yaml(run / "config.yaml", "run config")), curves_section(_jsonl(run / "metrics.jsonl"))]
+        if (run / "result.json").exists():
+            result = _read_json(run / "result.json")
+            out.append(result_section(result))
+            if "importance" in result:
+                out.append(config_section(result["importance"], "Block importance (EfficientFormer α)"))
+        else:
+            out.append("<p>No result yet: the run has not finished.</p>")
+        return out
+    if kind == "search":
+        out = [config_section(read_yaml(run / "config.yaml", "run config")), trajectory_section(run)]
+        if (run / "result.json").exists():
+            out.append(result_section(_read_json(run / "result.json")))
+        return out
+    if kind == "compare":
+        plan = _read_json(run / "plan.json")
+        out = [config_section(plan["config"])]
+        out.append(compare_section(run) if (run / "result.json").exists() else
+                   "<p>No result yet: the comparison has not finished.</p>")
+        return out
+    demo = _read_json(run / "demo.json")
+    out = [result_section({k: v for k, v in demo["seconds"].items()}, "Time per stage (s)"),
+           result_section({"target_mes": demo["target_mes"], "space": demo["space"], "device": demo["device"]},
+                          "Demo")]
+    for stage in ("supernet", "search", "compare"):
+        folder = run / stage
+        if folder.is_dir():
+            out.append(f"<h1>Stage: {stage}</h1>")
+            out += sections(folder, run_kind(folder))
+    return out
+
+
+def write_report(run: str | Path, out: str | Path | None = None) -> Path:
+    """Write the HTML page of ``run`` to ``out`` (default ``run/report.html``); returns its path."""
+    run = Path(run)
+    if not run.is_dir():
+        raise NasError(f"{run}: run folder not found")
+    kind = run_kind(run)
+    body = "\n".join(s for s in sections(run, kind) if s)
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>nas report: {_esc(run.name)}'
+            f"</title><style>{STYLE}</style></head><body>\n<h1>{_esc(kind)} run <code>{_esc(run.name)}</code></h1>\n"
+            f"{body}\n</body></html>\n")
+    out = Path(out) if out else run / "report.html"
+    write_text_atomic(out, page)
+    return out
