@@ -42,6 +42,7 @@ from nas.search.objective import Objective, cost_function
 from nas.search.sample import sample_within_budget
 from nas.train.common import finished_or_run
 from nas.space import SearchSpace
+from nas.stats import bootstrap_margins, mean_std, pooled_std
 from nas.typed_yaml import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,12 @@ def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]
     return finished_or_run(run, "checkpoint.pt", lambda resume: train_fixed(
         ArchConfig.from_dict(job["arch"]), recipe_from_saved(job["recipe"]), job["data"], run, seed=job["seed"],
         resume=resume, progress=job["progress"], max_steps=job["max_steps"], label=job["name"], space=job["space"]))
+
+
+def seed_run_name(network: str, k: int) -> str:
+    """The run folder of a network's ``k``-th seed: ``searched``, ``searched-seed1``, ... (the
+    first seed keeps the network's name, so single-seed comparisons keep their layout)."""
+    return network if k == 0 else f"{network}-seed{k}"
 
 
 def train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int) -> list[dict]:
@@ -122,7 +129,7 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
             objective_name: str = "mes", tolerance: float = 0.05, workers: int = 0, ray_address: str | None = None,
             threads_per_worker: int = 1, resume: bool = False, max_steps: int | None = None,
             recipe_name: str = "", searched_label: str = "", progress: bool = True, supernet_run: str | None = None,
-            bn_calib_batches: int | None = None) -> dict[str, Any]:
+            bn_calib_batches: int | None = None, seeds: int = 1) -> dict[str, Any]:
     """Train ``searched`` and ``n_random`` random sub-networks of its budget from scratch and tabulate
     them. With ``supernet_run`` (the supernet the search used), every network's supernet accuracy
     (what the search saw) is scored too, with Kendall's tau between the two rankings.
@@ -136,6 +143,8 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
         raise NasError(f"objective {objective_name} needs --device (a latency table)")
     if n_random < 1:
         raise NasError(f"--random must be at least 1, got {n_random}")
+    if seeds < 1:
+        raise NasError(f"--seeds must be at least 1, got {seeds}")
     if not 0 < tolerance < 1:
         raise NasError(f"--tolerance must be between 0 and 1, got {tolerance}")
     splits = load_splits(data, recipe, seed, hold_out_search=False)  # bad data fails here, before any folder
@@ -161,7 +170,7 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
         recipe=recipe, recipe_name=recipe_name, max_steps=max_steps, data_fingerprint=data_fingerprint(data),
         table_digest=file_digest(table.path) if table is not None else None, supernet=supernet_run,
         supernet_digest=supernet_context.get("supernet_digest"),
-        bn_calib_batches=supernet_context.get("bn_calib_batches"))
+        bn_calib_batches=supernet_context.get("bn_calib_batches"), seeds=seeds)
     if resume:
         objective, networks = _saved_plan(out, config)
     else:
@@ -186,18 +195,24 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
     started = time.perf_counter()
     data, seed, img_size, max_steps = config.data, config.seed, config.img_size, config.max_steps
     recipe_name, supernet_run = config.recipe_name, config.supernet
+    seeds = [seed + k for k in range(config.seeds)]
     jobs = [{"name": name, "arch": arch.to_dict(), "recipe": asdict(recipe), "data": data,
-             "run": str(out / "runs" / name), "seed": seed, "max_steps": max_steps, "space": space.name,
-             "progress": progress} for name, arch in networks]
+             "run": str(out / "runs" / seed_run_name(name, k)), "seed": s, "max_steps": max_steps,
+             "space": space.name, "progress": progress}
+            for name, arch in networks for k, s in enumerate(seeds)]
     trained = train_all(jobs, workers, ray_address, threads_per_worker)
     supernet_top1 = _supernet_accuracies(supernet_spec, supernet_context, [a for _, a in networks], out) \
         if supernet_spec else [None] * len(networks)
 
     rows = []
-    for (name, arch), result, supernet_acc in zip(networks, trained, supernet_top1):
+    for i, ((name, arch), supernet_acc) in enumerate(zip(networks, supernet_top1)):
+        results = trained[i * len(seeds):(i + 1) * len(seeds)]
+        top1s = [r["top1"] for r in results]
+        emas = [r["top1_ema"] for r in results if r.get("top1_ema") is not None]
         c = cost(arch)
         rows.append({"network": name, "kind": "searched" if name == "searched" else "random",
-                     "top1": result["top1"], "top1_ema": result.get("top1_ema"), "supernet_top1": supernet_acc,
+                     "top1": mean_std(top1s)[0], "top1_std": mean_std(top1s)[1], "top1_seeds": top1s,
+                     "top1_ema": mean_std(emas)[0] if emas else None, "supernet_top1": supernet_acc,
                      "params": c.params,
                      "macs": count_macs(arch, img_size, num_classes), "latency_ms": c.latency_ms, "mes": c.mes,
                      "digest": arch.digest, "arch": arch.to_dict()})
@@ -205,7 +220,9 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
     sources = {
         "accuracy": f"top-1 on {first['val']} ({first['val_images']} images) after training from scratch for "
                     f"{first['step']} steps ({recipe.epochs} epochs planned) with recipe {recipe_name or 'custom'}, "
-                    f"seed {seed}, input {recipe.img_size}x{recipe.img_size}; data: {data or 'scikit-learn digits'}",
+                    f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} per network (mean and standard "
+                    f"deviation over seeds), input {recipe.img_size}x{recipe.img_size}; "
+                    f"data: {data or 'scikit-learn digits'}",
         "cost": f"params and MACs exact (counted), at {img_size}x{img_size} with a {num_classes}-class head, "
                 "the size the search priced",
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
@@ -223,7 +240,11 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
         "random_top1_std": statistics.stdev(random_top1) if len(random_top1) > 1 else 0.0,
         "random_top1_best": max(random_top1),
         "searched_rank": 1 + sum(t > searched_row["top1"] for t in random_top1),
+        "random_beaten": sum(t < searched_row["top1"] for t in random_top1),
         "networks": len(rows),
+        "seeds": len(seeds),
+        "pooled_seed_std": pooled_std([r["top1_seeds"] for r in rows]),
+        **bootstrap_margins(searched_row["top1_seeds"], [r["top1_seeds"] for r in random_rows], seed=seed),
     }
     if supernet_run:
         from scipy.stats import kendalltau
@@ -251,14 +272,15 @@ def _supernet_accuracies(spec, context: dict, archs: list[ArchConfig], out: Path
         pool.close()
 
 
-CSV_FIELDS = ("network", "kind", "top1", "top1_ema", "supernet_top1", "params", "macs", "latency_ms", "mes", "digest")
+CSV_FIELDS = ("network", "kind", "top1", "top1_std", "top1_ema", "supernet_top1", "params", "macs", "latency_ms",
+              "mes", "digest", "top1_seeds")
 
 
 def to_csv(rows: list[dict]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows([{**r, "top1_seeds": " ".join(f"{v:.6f}" for v in r.get("top1_seeds", []))} for r in rows])
     return buffer.getvalue()
 
 
@@ -275,7 +297,8 @@ def table_lines(rows: list[dict]) -> list[str]:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         name = f"**{r['network']}**" if r["kind"] == "searched" else r["network"]
-        cells = [name, _fmt(100 * r["top1"], ".2f")]
+        spread = f" ± {100 * r['top1_std']:.2f}" if len(r.get("top1_seeds", [])) > 1 else ""
+        cells = [name, _fmt(100 * r["top1"], ".2f") + spread]
         if ema:
             cells.append(_fmt(None if r.get("top1_ema") is None else 100 * r["top1_ema"], ".2f"))
         if supernet:
@@ -291,6 +314,15 @@ def summary_line(result: dict) -> str:
     line = (f"searched {100 * s['searched_top1']:.2f}% vs random {100 * s['random_top1_mean']:.2f}% "
             f"+- {100 * s['random_top1_std']:.2f}% (mean +- std of {s['networks'] - 1}; best "
             f"{100 * s['random_top1_best']:.2f}%): the searched network ranks {s['searched_rank']} of {s['networks']}")
+    if s.get("seeds", 1) > 1 or "margin_over_random_mean_ci" in s:
+        level = int(round(100 * s["ci_level"]))
+        lo, hi = s["margin_over_random_mean_ci"]
+        blo, bhi = s["margin_over_best_random_ci"]
+        line += (f"; over {s.get('seeds', 1)} seed(s) per network: margin over the random mean "
+                 f"{100 * s['margin_over_random_mean']:+.2f} points ({level}% CI {100 * lo:+.2f} to {100 * hi:+.2f}), "
+                 f"over the best random {100 * s['margin_over_best_random']:+.2f} ({100 * blo:+.2f} to "
+                 f"{100 * bhi:+.2f}); beats {s['random_beaten']} of {s['networks'] - 1} random networks; pooled seed "
+                 f"std {100 * s['pooled_seed_std']:.2f} points")
     if "kendall_tau_supernet_vs_scratch" in s:
         tau = s["kendall_tau_supernet_vs_scratch"]
         line += f"; Kendall's tau, supernet vs from-scratch ranking: {'-' if tau is None else format(tau, '.2f')}"
@@ -319,11 +351,13 @@ def _plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective
     for r in rows:
         searched = r["kind"] == "searched"
         x = r[key] / (1 if with_latency else 1e6)
+        ax.errorbar(x, 100 * r["top1"], yerr=100 * r.get("top1_std", 0.0), fmt="none", ecolor="gray", capsize=3,
+                    zorder=2)
         ax.scatter(x, 100 * r["top1"], marker="*" if searched else "o", s=160 if searched else 40,
                    color="tab:red" if searched else "tab:blue", zorder=3, label="searched" if searched else None)
         ax.annotate(r["network"], (x, 100 * r["top1"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_xlabel(label if with_latency else "parameters (M)")
-    ax.set_ylabel("top-1 (%), trained from scratch")
+    ax.set_ylabel("top-1 (%), trained from scratch (mean ± std over seeds)")
     ax.set_title(f"searched vs random at {objective.name} {objective.target:.4g}")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")

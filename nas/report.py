@@ -164,6 +164,8 @@ def compare_section(run: Path) -> str:
     rows, classes = [], []
     for r in result["rows"]:
         rows.append([text_cell(r["network"]), number(r["top1"], ".2f", 100, key="top1"),
+                     number(r.get("top1_std"), ".2f", 100, key="top1_std"),
+                     text_cell(len(r.get("top1_seeds", [])) or 1),
                      number(r.get("top1_ema"), ".2f", 100, key="top1_ema"),
                      number(r.get("supernet_top1"), ".2f", 100, key="supernet_top1"),
                      number(r["params"] / 1e6, ".3f", key="params_m"), number(r["macs"] / 1e6, ".1f", key="macs_m"),
@@ -174,7 +176,7 @@ def compare_section(run: Path) -> str:
     summary_rows = [[text_cell(k), number(v, ".4g", key=f"summary.{k}")] for k, v in s.items()]
     objective = result["objective"]
     out = [f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",
-           table(["network", "top-1 (%)", "top-1 EMA (%)", "supernet top-1 (%)", "params (M)", "MACs (M)",
+           table(["network", "top-1 (%)", "± std over seeds", "seeds", "top-1 EMA (%)", "supernet top-1 (%)", "params (M)", "MACs (M)",
                   "latency (ms)", "MES", "digest"], rows, classes),
            table(["summary", "value"], summary_rows),
            "<h3>Where the numbers come from</h3>",

@@ -106,6 +106,7 @@ class CompareRunConfig:
     supernet: str | None = setting(None, free=True)
     supernet_digest: str | None = None
     bn_calib_batches: int | None = None
+    seeds: int = setting(1, low=1)  # training seeds per network: seed, seed + 1, ...
 
 
 RUN_CONFIGS = {c.__dataclass_fields__["command"].default: c

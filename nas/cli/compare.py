@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
                                    "objective, device, image size and data are the defaults.")
     p.add_argument("--searched", required=True, metavar="ARCH", help="the searched arch YAML (or a named member)")
     p.add_argument("--random", type=positive_int, default=5, help="random sub-networks (default 5)")
+    p.add_argument("--seeds", type=positive_int, default=1,
+                   help="train every network with this many seeds (--seed, --seed + 1, ...); the table gives mean "
+                        "and std, the summary bootstrap intervals of the searched network's margins (default 1)")
     p.add_argument("--space", help="search space (default: the search run's, or found from ARCH)")
     p.add_argument("--objective", help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)")
     p.add_argument("--device", help="latency table device (default: the search's)")
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                      objective_name=objective, tolerance=args.tolerance, workers=args.workers,
                      ray_address=args.ray_address, threads_per_worker=args.threads_per_worker, resume=args.resume,
                      max_steps=args.max_steps, recipe_name=str(args.recipe), searched_label=label,
-                     supernet_run=supernet, bn_calib_batches=bn_calib_batches)
+                     supernet_run=supernet, bn_calib_batches=bn_calib_batches, seeds=args.seeds)
     o = result["objective"]
     lines = [f"budget: {o['name']} {o['target']:.4g} (the searched network's)", *table_lines(result["rows"]),
              summary_line(result)]
