@@ -34,7 +34,7 @@ class SupernetRunConfig:
     data_fingerprint: str = ""  # nas.data.data_fingerprint: which images, not only which folder
     world_size: int = 1
     init: str | None = setting(None, free=True)  # released weights the run started from (--init)
-    init_digest: str | None = None
+    init_digest: str | None = setting(None, free=True)  # a resumed run's weights come from its checkpoint
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class FixedRunConfig:
     data_fingerprint: str = ""
     world_size: int = 1
     init: str | None = setting(None, free=True)
-    init_digest: str | None = None
+    init_digest: str | None = setting(None, free=True)
 
 
 @dataclass(frozen=True)
