@@ -193,11 +193,6 @@ def data_fingerprint(data: str | None) -> str:
     return h.hexdigest()[:16]
 
 
-def count_classes(data: str | None) -> int:
-    """Number of classes without reading any image (digits: 10)."""
-    return 10 if data is None else len(_class_names(_train_folder(data)))
-
-
 def train_transform(recipe: Recipe):
     from timm.data import create_transform
 
