@@ -201,7 +201,7 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
              "space": space.name, "progress": progress}
             for name, arch in networks for k, s in enumerate(seeds)]
     trained = train_all(jobs, workers, ray_address, threads_per_worker)
-    supernet_top1 = _supernet_accuracies(supernet_spec, supernet_context, [a for _, a in networks], out) \
+    supernet_top1 = supernet_accuracies(supernet_spec, supernet_context, [a for _, a in networks], out) \
         if supernet_spec else [None] * len(networks)
 
     rows = []
@@ -261,7 +261,7 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
     return result
 
 
-def _supernet_accuracies(spec, context: dict, archs: list[ArchConfig], out: Path) -> list[float]:
+def supernet_accuracies(spec, context: dict, archs: list[ArchConfig], out: Path) -> list[float]:
     from nas.search.evaluator import DiskCache
     from nas.search.pool import EvaluatorPool
 

@@ -15,6 +15,7 @@ from nas.cli import (
     export_blocks,
     import_table,
     profile,
+    rank_check,
     report,
     sample,
     search,
@@ -26,7 +27,7 @@ from nas.cli.common import OneLineErrorParser
 from nas.errors import NasError
 
 SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample,
-               train, compare, export, demo, report)
+               train, compare, rank_check, export, demo, report)
 
 
 def build_parser() -> OneLineErrorParser:

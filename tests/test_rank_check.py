@@ -1,0 +1,59 @@
+"""``nas rank-check``: the supernet's ranking against from-scratch training, beside free rankings."""
+
+import json
+
+import pytest
+
+from nas import ArchConfig
+from nas.cli import main
+from nas.rankcheck import rank_stats
+
+
+def test_rank_stats_on_known_rankings():
+    same = rank_stats([1, 2, 3, 4, 5, 6, 7, 8], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    assert same["kendall_tau"] == pytest.approx(1.0) and same["spearman_rho"] == pytest.approx(1.0)
+    assert same["kendall_tau_ci"] == pytest.approx([1.0, 1.0]) and same["top2_overlap"] == 1.0
+    reverse = rank_stats([8, 7, 6, 5, 4, 3, 2, 1], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    assert reverse["kendall_tau"] == pytest.approx(-1.0) and reverse["top2_overlap"] == 0.0
+    noisy = rank_stats([1, 3, 2, 4, 6, 5, 8, 7], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    lo, hi = noisy["kendall_tau_ci"]
+    assert lo <= noisy["kendall_tau"] <= hi < 1.0 + 1e-9 and 0 < noisy["kendall_tau"] < 1
+
+
+def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
+    out = tmp_path / "rank"
+    argv = ["rank-check", "--supernet", str(tiny_supernet), "-n", "5", "--device", "iphone12", "--out", str(out),
+            "--max-steps", "2", "--epochs", "1", "--batch-size", "32", "--img-size", "32", "--bn-calib-batches", "1",
+            "--full-recipe", "demo", "--full-n", "2", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = result["rows"]
+    assert len(rows) == 5 and len({r["digest"] for r in rows}) == 5
+    latencies = [r["latency_ms"] for r in rows]
+    assert latencies == sorted(latencies)  # spread over the range, in order
+    plan = json.loads((out / "plan.json").read_text())
+    assert [r["digest"] for r in rows] == [ArchConfig.from_dict(a).digest for a in plan["networks"]]
+    assert set(result["rankings"]) == {"supernet", "params", "macs", "latency", "synflow", "grad_norm"}
+    for stats in result["rankings"].values():
+        assert {"kendall_tau", "kendall_tau_ci", "spearman_rho", "spearman_rho_ci", "top1_overlap"} <= set(stats)
+    assert result["short_vs_full"]["n"] == 2 and all("full_top1" in r for r in rows[:2])
+    for row in rows:
+        trained = json.loads((out / "runs" / row["network"] / "result.json").read_text())
+        assert trained["top1"] == row["scratch_top1"]
+    assert "| supernet |" in (out / "rank.md").read_text() and (out / "rank.csv").exists()
+    # Resumed: nothing trained again, the same study; without --resume the folder is refused.
+    assert main([*argv, "--resume"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in again.items() if "seconds" not in k} == \
+        {k: v for k, v in result.items() if "seconds" not in k}
+    assert main(argv) == 2
+    assert "pass --resume" in capsys.readouterr().err
+
+
+def test_rank_check_bad_input(tiny_supernet, tmp_path, capsys):
+    assert main(["rank-check", "--supernet", str(tiny_supernet), "-n", "3", "--out", str(tmp_path / "r")]) == 2
+    assert "-n must be at least 4" in capsys.readouterr().err
+    assert main(["rank-check", "--supernet", str(tiny_supernet), "-n", "5", "--full-n", "2",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "needs --full-recipe" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
