@@ -24,7 +24,7 @@ import io
 import json
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -39,35 +39,12 @@ from nas.errors import NasError
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
-from nas.runconfig import as_dict, require_resumable, run_config_from
+from nas.runconfig import RankCheckRunConfig, as_dict, require_resumable, run_config_from
 from nas.runlock import RunLock
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
 from nas.space import SearchSpace, load_space
-from nas.typed_yaml import setting, write_text_atomic
-
-
-@dataclass(frozen=True)
-class RankCheckRunConfig:
-    """``nas rank-check``: the ``config`` of ``plan.json``."""
-
-    space: str
-    n: int
-    device: str | None
-    img_size: int
-    data: str | None
-    seed: int
-    recipe: Recipe
-    command: str = setting("rank-check", choices=("rank-check",))
-    supernet: str = setting("", free=True)
-    supernet_digest: str = ""
-    bn_calib_batches: int | None = None
-    data_fingerprint: str = ""
-    table_digest: str | None = None
-    max_steps: int | None = None
-    full_recipe: Recipe | None = None
-    full_n: int = 0
-    recipe_name: str = setting("", free=True)
+from nas.typed_yaml import write_text_atomic
 
 
 def spread_sample(space: SearchSpace, n: int, key, rng: random.Random, pool_factor: int = 50) -> list[ArchConfig]:

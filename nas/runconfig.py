@@ -109,8 +109,31 @@ class CompareRunConfig:
     seeds: int = setting(1, low=1)  # training seeds per network: seed, seed + 1, ...
 
 
+@dataclass(frozen=True)
+class RankCheckRunConfig:
+    """``nas rank-check``: the ``config`` of ``plan.json``."""
+
+    space: str
+    n: int
+    device: str | None
+    img_size: int
+    data: str | None
+    seed: int
+    recipe: Recipe
+    command: str = setting("rank-check", choices=("rank-check",))
+    supernet: str = setting("", free=True)
+    supernet_digest: str = ""
+    bn_calib_batches: int | None = None
+    data_fingerprint: str = ""
+    table_digest: str | None = None
+    max_steps: int | None = None
+    full_recipe: Recipe | None = None
+    full_n: int = 0
+    recipe_name: str = setting("", free=True)
+
+
 RUN_CONFIGS = {c.__dataclass_fields__["command"].default: c
-               for c in (SupernetRunConfig, FixedRunConfig, SearchRunConfig, CompareRunConfig)}
+               for c in (SupernetRunConfig, FixedRunConfig, SearchRunConfig, CompareRunConfig, RankCheckRunConfig)}
 
 
 def as_dict(config: Any) -> dict[str, Any]:

@@ -85,3 +85,15 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
                         help="stop after this many steps (the schedule still spans --epochs)")
     add_recipe_overrides(parser)
     add_common(parser)
+
+
+def add_pool_args(parser: argparse.ArgumentParser, what: str) -> None:
+    """The options of commands that train many networks (``compare``, ``rank-check``): Ray workers,
+    threads, a cluster to join, ``--resume`` and ``--max-steps``."""
+    parser.add_argument("--workers", type=nonneg_int, default=0,
+                        help="Ray workers training in parallel (default 0: one after another in this process)")
+    parser.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads per Ray worker")
+    parser.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
+    parser.add_argument("--resume", action="store_true", help=f"continue the {what} in --out")
+    parser.add_argument("--max-steps", type=positive_int,
+                        help="stop every training after this many steps (smoke runs)")

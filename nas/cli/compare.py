@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_common, emit, fraction, image_size, nonneg_int, positive_int
+from nas.cli.common import add_common, add_pool_args, emit, fraction, image_size, positive_int
 from nas.recipe import add_recipe_overrides, recipe_from_args
 from nas.search.objective import OBJECTIVES
 from nas.space import find_space
@@ -36,12 +36,7 @@ def add_parser(sub) -> None:
                                       "did (default: the search's supernet; 'none' to skip); --bn-calib-batches "
                                       "(default: the search's) sets its BatchNorm calibration")
     p.add_argument("--out", help="output folder (default: runs/compare-<searched digest>)")
-    p.add_argument("--workers", type=nonneg_int, default=0,
-                   help="Ray workers training in parallel (default 0: one after another in this process)")
-    p.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads per Ray worker")
-    p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
-    p.add_argument("--resume", action="store_true", help="continue the comparison in --out")
-    p.add_argument("--max-steps", type=positive_int, help="stop every training after this many steps (smoke runs)")
+    add_pool_args(p, "comparison")
     add_recipe_overrides(p)
     add_common(p)
     p.set_defaults(handler=run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_int
+from nas.cli.common import add_common, add_pool_args, emit, image_size, nonneg_int, positive_int
 from nas.recipe import add_recipe_overrides, load_recipe, recipe_from_args
 
 
@@ -25,11 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--device", help="latency table device (adds the latency ranking; spreads by latency)")
     p.add_argument("--price-size", type=image_size, default=224, help="input size latency and MACs are priced at")
     p.add_argument("--out", help="output folder (default: runs/rank-check-N)")
-    p.add_argument("--workers", type=nonneg_int, default=0, help="Ray workers training in parallel")
-    p.add_argument("--threads-per-worker", type=positive_int, default=1)
-    p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
-    p.add_argument("--resume", action="store_true", help="continue the study in --out")
-    p.add_argument("--max-steps", type=positive_int, help="stop every training after this many steps (smoke runs)")
+    add_pool_args(p, "study")
     add_recipe_overrides(p)
     add_common(p)
     p.set_defaults(handler=run)

@@ -37,6 +37,19 @@ from nas.train.loop import Trainer
 log = logging.getLogger(__name__)
 
 
+def recorded_source(space: SearchSpace) -> str:
+    """Where the space was read from, as a run records it: a shipped space relative to the
+    repository (``search_configs/spaces/x.yaml``), so no machine's path lands in a run's files; a
+    user's space file as given."""
+    from nas.space import config_root
+
+    root = config_root().resolve()
+    try:
+        return str(Path(space.source).resolve().relative_to(root.parent))
+    except ValueError:
+        return space.source
+
+
 def gumbel_temperature(recipe: Recipe, progress: float) -> float:
     """Exponential annealing from ``gumbel_tau_start`` (progress 0) to ``gumbel_tau_end`` (1)."""
     return recipe.gumbel_tau_start * (recipe.gumbel_tau_end / recipe.gumbel_tau_start) ** min(max(progress, 0.0), 1.0)
@@ -52,7 +65,7 @@ class SupernetTrainer(Trainer):
                  init: str | None = None):
         self.space = space
         self.gumbel = space.family == "efficientformer"
-        config = {"family": space.family, "space": space.name, "space_file": space.source}
+        config = {"family": space.family, "space": space.name, "space_file": recorded_source(space)}
         super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, init=init)
 
     @property
