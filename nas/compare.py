@@ -21,7 +21,7 @@ import json
 import logging
 import random
 import statistics
-import time
+
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe, recipe_from_saved
 from nas.runconfig import CompareRunConfig, as_dict, require_resumable, run_config_from
+from nas.provenance import RunClock
 from nas.runlock import RunLock
 from nas.search.objective import Objective, cost_function
 from nas.search.sample import sample_within_budget
@@ -69,10 +70,18 @@ def seed_run_name(network: str, k: int) -> str:
     return network if k == 0 else f"{network}-seed{k}"
 
 
-def train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int) -> list[dict]:
+def train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int,
+              clock: RunClock | None = None) -> list[dict]:
+    """Train every job (in Ray workers when ``workers`` or ``address`` is given), in job order;
+    ``clock`` records the wall time after each network."""
     finished = all((Path(job["run"]) / "result.json").exists() for job in jobs)
     if finished or (workers == 0 and address is None):
-        return [train_one(job) for job in tqdm(jobs, desc="compare: networks trained", disable=None)]
+        done = []
+        for job in tqdm(jobs, desc="compare: networks trained", disable=None):
+            done.append(train_one(job))
+            if clock is not None:
+                clock.tick()
+        return done
     import ray
 
     started = start_ray(address, workers * threads)
@@ -87,6 +96,8 @@ def train_all(jobs: list[dict[str, Any]], workers: int, address: str | None, thr
                 for ref in ready:
                     results[pending.pop(ref)] = ray.get(ref)
                     bar.update(1)
+                    if clock is not None:
+                        clock.tick()
         return results  # type: ignore[return-value]
     finally:
         if started:
@@ -185,14 +196,13 @@ def compare(searched: ArchConfig, space: SearchSpace, n_random: int, recipe: Rec
             _save_plan(out, config, objective, networks)
         return _train_and_report(out, config, objective, networks, space, table, cost, num_classes, recipe,
                                  supernet_spec, supernet_context, workers, ray_address, threads_per_worker,
-                                 progress, searched_label)
+                                 progress, searched_label, RunClock(out, resume))
 
 
 def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective, networks, space, table, cost,
                       num_classes: int, recipe: Recipe, supernet_spec, supernet_context: dict, workers: int,
                       ray_address: str | None, threads_per_worker: int, progress: bool,
-                      searched_label: str) -> dict[str, Any]:
-    started = time.perf_counter()
+                      searched_label: str, clock: RunClock) -> dict[str, Any]:
     data, seed, img_size, max_steps = config.data, config.seed, config.img_size, config.max_steps
     recipe_name, supernet_run = config.recipe_name, config.supernet
     seeds = [seed + k for k in range(config.seeds)]
@@ -200,7 +210,7 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
              "run": str(out / "runs" / seed_run_name(name, k)), "seed": s, "max_steps": max_steps,
              "space": space.name, "progress": progress}
             for name, arch in networks for k, s in enumerate(seeds)]
-    trained = train_all(jobs, workers, ray_address, threads_per_worker)
+    trained = train_all(jobs, workers, ray_address, threads_per_worker, clock)
     supernet_top1 = supernet_accuracies(supernet_spec, supernet_context, [a for _, a in networks], out) \
         if supernet_spec else [None] * len(networks)
 
@@ -253,7 +263,8 @@ def _train_and_report(out: Path, config: CompareRunConfig, objective: Objective,
         summary["kendall_tau_supernet_vs_scratch"] = None if tau != tau else float(tau)  # NaN when all tie
     result = {"objective": {"name": objective.name, "target": objective.target}, "space": space.name,
               "searched": searched_label, "rows": rows, "sources": sources, "summary": summary,
-              "seconds_this_process": round(time.perf_counter() - started, 1)}
+              "provenance": {**clock.summary(), "network_wall_seconds": round(sum(
+                  r.get("provenance", {}).get("wall_seconds", 0.0) for r in trained), 1)}}
     write_text_atomic(out / "compare.csv", to_csv(rows))
     write_text_atomic(out / "compare.md", to_markdown(result))
     _plot(rows, table is not None, out / "compare.png", objective)

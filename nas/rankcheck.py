@@ -23,7 +23,7 @@ import csv
 import io
 import json
 import random
-import time
+
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
 from nas.runconfig import RankCheckRunConfig, as_dict, require_resumable, run_config_from
+from nas.provenance import RunClock
 from nas.runlock import RunLock
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
@@ -189,13 +190,12 @@ def rank_check(supernet_run: str | Path, n: int, recipe: Recipe, out: str | Path
             write_text_atomic(plan_path, json.dumps({"config": as_dict(config),
                                                      "networks": [a.to_dict() for a in archs]}, indent=1) + "\n")
         return _study(out, config, space, archs, cost, num_classes, spec, context, workers, ray_address,
-                      threads_per_worker, progress)
+                      threads_per_worker, progress, RunClock(out, resume))
 
 
 def _study(out: Path, config: RankCheckRunConfig, space: SearchSpace, archs: list[ArchConfig], cost,
            num_classes: int, spec: EvalSpec, context: dict, workers: int, ray_address: str | None,
-           threads_per_worker: int, progress: bool) -> dict[str, Any]:
-    started = time.perf_counter()
+           threads_per_worker: int, progress: bool, clock: RunClock) -> dict[str, Any]:
     names = [f"net-{i:02d}" for i in range(len(archs))]
 
     def jobs(recipe: Recipe, folder: str, count: int, max_steps: int | None) -> list[dict]:
@@ -204,9 +204,9 @@ def _study(out: Path, config: RankCheckRunConfig, space: SearchSpace, archs: lis
                  "progress": progress} for name, arch in list(zip(names, archs))[:count]]
 
     short = train_all(jobs(config.recipe, "runs", len(archs), config.max_steps), workers, ray_address,
-                      threads_per_worker)
+                      threads_per_worker, clock)
     full = train_all(jobs(config.full_recipe, "runs-full", config.full_n, config.max_steps), workers, ray_address,
-                     threads_per_worker) if config.full_n else []
+                     threads_per_worker, clock) if config.full_n else []
     supernet = supernet_accuracies(spec, context, archs, out)
     proxies = zero_cost_proxies(archs, config.recipe, config.data, config.seed, num_classes, out)
     rows = []
@@ -240,7 +240,7 @@ def _study(out: Path, config: RankCheckRunConfig, space: SearchSpace, archs: lis
                    "gradient norm of one batch of training images at a seeded initialisation",
         "intervals": "95% bootstrap over the networks (2000 replicates)",
     }
-    result["seconds_this_process"] = round(time.perf_counter() - started, 1)
+    result["provenance"] = clock.summary()
     write_text_atomic(out / "rank.csv", _csv(rows))
     write_text_atomic(out / "rank.md", to_markdown(result))
     write_text_atomic(out / "result.json", json.dumps(result, indent=1) + "\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from nas.errors import NasError
 from nas.latency import LatencyTable
 from nas.checkpoint import file_digest, load_checkpoint
 from nas.runconfig import SearchRunConfig, as_dict, read_run_config, require_resumable
+from nas.provenance import RunClock
 from nas.runlock import RunLock
 from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
 from nas.search.greedy import SearchState, Step, greedy_slim, require_reachable
@@ -100,13 +101,15 @@ def search(supernet_run: str | Path, objective: Objective, device: str | None, r
         with RunLock(run, "search"):
             state = _check_run_folder(run, config, resume)  # again, now that no one else writes here
             write_text_atomic(run / "config.yaml", dump_yaml(as_dict(config)))
+            clock = RunClock(run, resume)
             if strategy == "optuna":
                 from nas.search.nsga import nsga_search
 
                 front = nsga_search(space, pool, cost, trials, seed, run, storage, study_name)
                 return {"strategy": "optuna", "trials": trials, "pareto": front,
-                        "evaluations": len(pool.cache.values), "latency_source": config.latency_source}
-            return _greedy(run, space, pool, cost, objective, actions, state, config)
+                        "evaluations": len(pool.cache.values), "latency_source": config.latency_source,
+                        "provenance": clock.summary()}
+            return _greedy(run, space, pool, cost, objective, actions, state, config, clock)
     finally:
         pool.close()
 
@@ -125,8 +128,7 @@ def _check_run_folder(run: Path, config: SearchRunConfig, resume: bool) -> Searc
 
 
 def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: SearchState | None,
-            config: SearchRunConfig) -> dict[str, Any]:
-    started = time.perf_counter()
+            config: SearchRunConfig, clock: RunClock) -> dict[str, Any]:
     # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
     # logs its last saved point again and hides what the interrupted process logged from there on.
     resumed = any(run.glob("events.out.tfevents.*"))
@@ -142,6 +144,7 @@ def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: 
 
     def save(current: SearchState) -> None:
         write_text_atomic(run / "state.json", _state_to_json(current))
+        clock.tick()
         write_text_atomic(run / "search.jsonl", "".join(
             json.dumps({**{k: v for k, v in s.to_dict().items() if k != "arch"},
                         "latency_source": config.latency_source}) + "\n" for s in current.steps))
@@ -156,7 +159,7 @@ def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: 
     result = {"arch": final.to_dict(), "digest": final.digest, "accuracy": state.current_accuracy,
               "start_accuracy": state.start_accuracy, "steps": len(state.steps), **cost(final).to_dict(),
               "latency_source": config.latency_source, "evaluations": len(pool.cache.values),
-              "search_seconds_this_process": round(time.perf_counter() - started, 1)}
+              "provenance": clock.summary()}
     _write_summary(run, state, cost, objective, config)
     _plot(run, state, cost, objective)
     write_text_atomic(run / "result.json", json.dumps(result, indent=1) + "\n")

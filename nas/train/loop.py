@@ -26,6 +26,7 @@ from tqdm import tqdm
 from nas.data import Splits, data_fingerprint, load_splits, train_loader
 from nas.errors import NasError
 from nas.evaluate import autocast_for
+from nas.provenance import RunClock
 from nas.recipe import Recipe
 from nas.runconfig import FixedRunConfig, as_dict
 from nas.tboard import Curves
@@ -76,6 +77,7 @@ class Trainer:
                 log.warning("%s: classifier %s left initialised (trained for another number of classes)", init,
                             ", ".join(sorted({k.split(".")[0] for k in fresh})))
         self.folder.prepare(self.run_config, resume)
+        self.clock = RunClock(self.folder.path, resume)
         try:
             self._build(resume_state)
         except BaseException:
@@ -203,6 +205,7 @@ class Trainer:
         if self.env.is_main:
             state = self._state()
             save_checkpoint(self.folder.checkpoint, state)
+            self.clock.tick()
             self.after_save(state)
         self.env.barrier()
 
@@ -230,7 +233,6 @@ class Trainer:
 
     def _train(self) -> dict[str, Any]:
         recipe = self.recipe
-        started = time.perf_counter()
         start_epoch, start_batch = divmod(self.step, self.steps_per_epoch)
         last = self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
         bar = tqdm(total=last, initial=self.step, desc=self.description,
@@ -283,11 +285,11 @@ class Trainer:
                 self.save()  # epoch end (or the early stop)
         bar.close()
         result: dict[str, Any] = {"step": self.step, "epochs": recipe.epochs,
-                                  "train_images": len(self.splits.train), "chance": 1 / self.splits.num_classes,
-                                  "train_seconds_this_process": round(time.perf_counter() - started, 1)}
+                                  "train_images": len(self.splits.train), "chance": 1 / self.splits.num_classes}
         if self.env.is_main:
             self.net.eval()
             result.update(self.evaluate())
+            result["provenance"] = self.clock.summary()
             self.folder.log({"step": self.step, "final": True,
                              **{k: v for k, v in result.items() if not isinstance(v, (dict, list))}})
             self.folder.write_json("result.json", result)
