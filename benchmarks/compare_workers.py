@@ -39,9 +39,20 @@ def main() -> None:
     recipe = dataclasses.replace(load_recipe("demo"), epochs=100)  # the steps, not the epochs, stop it
 
     def jobs(root: Path) -> list[dict]:
-        return [{"name": f"net-{i}", "arch": a.to_dict(), "recipe": dataclasses.asdict(recipe), "data": None,
-                 "run": str(root / f"net-{i}"), "seed": args.seed, "max_steps": args.steps, "space": space.name,
-                 "progress": False} for i, a in enumerate(archs)]
+        return [
+            {
+                "name": f"net-{i}",
+                "arch": a.to_dict(),
+                "recipe": dataclasses.asdict(recipe),
+                "data": None,
+                "run": str(root / f"net-{i}"),
+                "seed": args.seed,
+                "max_steps": args.steps,
+                "space": space.name,
+                "progress": False,
+            }
+            for i, a in enumerate(archs)
+        ]
 
     timings = {}
     for label, workers in (("in-process", 0), (f"{args.workers} Ray workers", args.workers)):
@@ -50,9 +61,11 @@ def main() -> None:
             train_all(jobs(Path(tmp)), workers, None, threads=1)
             timings[label] = time.perf_counter() - start
     base, ray_time = timings["in-process"], timings[f"{args.workers} Ray workers"]
-    print(f"# compare training: {args.networks} networks x {args.steps} steps (batch 64, 32x32, digits), "
-          f"in-process with {torch.get_num_threads()} threads vs {args.workers} Ray workers x 1 thread, "
-          f"torch {torch.__version__}")
+    print(
+        f"# compare training: {args.networks} networks x {args.steps} steps (batch 64, 32x32, digits), "
+        f"in-process with {torch.get_num_threads()} threads vs {args.workers} Ray workers x 1 thread, "
+        f"torch {torch.__version__}"
+    )
     print(f"in-process {base:.1f} s   Ray {ray_time:.1f} s   speed-up {base / ray_time:.2f}")
 
 

@@ -17,9 +17,9 @@ import statistics
 import time
 
 import torch
+from timm.loss import SoftTargetCrossEntropy
 
 from nas import load_space
-from nas.train.common import soft_cross_entropy
 from supernets import build_supernet, extract
 
 
@@ -54,7 +54,7 @@ def main() -> None:
                 loss = torch.nn.functional.cross_entropy(out, y)
                 soft = out.detach().softmax(-1)
             else:
-                loss = soft_cross_entropy(out, soft)
+                loss = SoftTargetCrossEntropy()(out, soft)
             loss.backward()
         return time.perf_counter() - start
 
@@ -74,8 +74,10 @@ def main() -> None:
         s_times.append(sandwich())
         t_times.append(static_sum())
     s, t = statistics.median(s_times), statistics.median(t_times)
-    print(f"# sandwich step: space {space.name}, batch {args.batch_size}, {args.img_size}x{args.img_size}, "
-          f"{torch.get_num_threads()} threads, median of {args.repeats}, torch {torch.__version__}")
+    print(
+        f"# sandwich step: space {space.name}, batch {args.batch_size}, {args.img_size}x{args.img_size}, "
+        f"{torch.get_num_threads()} threads, median of {args.repeats}, torch {torch.__version__}"
+    )
     print(f"sandwich step {s * 1e3:.1f} ms   four static sub-networks {t * 1e3:.1f} ms   ratio {s / t:.3f}")
 
 

@@ -35,8 +35,24 @@ def main() -> None:
         supernet = args.supernet
         if supernet is None:
             supernet = str(Path(tmp) / "supernet")
-            nas_main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", supernet,
-                      "--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1"])
+            nas_main(
+                [
+                    "train-supernet",
+                    "efficientformerv2",
+                    "--space",
+                    "efficientformerv2-tiny",
+                    "--run",
+                    supernet,
+                    "--epochs",
+                    "1",
+                    "--batch-size",
+                    "32",
+                    "--max-steps",
+                    "4",
+                    "--bn-calib-batches",
+                    "1",
+                ]
+            )
         spec = EvalSpec.from_run(supernet, args.bn_calib_batches)
         space = load_space(spec.space)
         rng = random.Random(args.seed)
@@ -53,14 +69,33 @@ def main() -> None:
                 rates[workers] = len(archs) / (time.perf_counter() - start) * 60
             finally:
                 pool.close()
-        print(f"# search evaluation: space {space.name}, {len(archs)} distinct sub-networks, "
-              f"{args.bn_calib_batches} BN calibration batches, supernet {supernet if args.supernet else '(tiny, digits)'}")
+        print(
+            f"# search evaluation: space {space.name}, {len(archs)} distinct sub-networks, "
+            f"{args.bn_calib_batches} BN calibration batches, "
+            f"supernet {supernet if args.supernet else '(tiny, digits)'}"
+        )
         print(f"1 worker  {rates[1]:7.1f} evaluations/min")
         print(f"2 workers {rates[2]:7.1f} evaluations/min   ratio {rates[2] / rates[1]:.2f}")
         start = time.perf_counter()
-        nas_main(["search", "--supernet", supernet, "--objective", "mes", "--target", "450", "--device", "iphone12",
-                  "--run", str(Path(tmp) / "search"), "--workers", "2",
-                  "--bn-calib-batches", str(args.bn_calib_batches)])
+        nas_main(
+            [
+                "search",
+                "--supernet",
+                supernet,
+                "--objective",
+                "mes",
+                "--target",
+                "450",
+                "--device",
+                "iphone12",
+                "--run",
+                str(Path(tmp) / "search"),
+                "--workers",
+                "2",
+                "--bn-calib-batches",
+                str(args.bn_calib_batches),
+            ]
+        )
         print(f"full greedy search (MES 450 on iphone12, 2 workers): {time.perf_counter() - start:.0f} s wall")
 
 

@@ -45,8 +45,10 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    print(f"# supernet overhead: batch {args.batch_size}, {args.img_size}x{args.img_size}, train mode, "
-          f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}")
+    print(
+        f"# supernet overhead: batch {args.batch_size}, {args.img_size}x{args.img_size}, train mode, "
+        f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}"
+    )
     x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
     for space_name in args.spaces:
         space = load_space(space_name)
@@ -65,8 +67,11 @@ def main() -> None:
                 super_times.append(step(net, x, arch))
                 static_times.append(step(static, x))
             s, t = statistics.median(super_times), statistics.median(static_times)
-            print(f"{space.name:<18} {name:<22} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   "
-                  f"ratio {s / t:.3f}", flush=True)
+            print(
+                f"{space.name:<18} {name:<22} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   "
+                f"ratio {s / t:.3f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,9 @@ def main() -> None:
     args = parser.parse_args()
 
     label, arch = find_space(args.arch).resolve(args.arch)
-    recipe = dataclasses.replace(load_recipe("demo"), batch_size=args.batch_size, img_size=args.img_size,
-                                 model_ema=args.model_ema)
+    recipe = dataclasses.replace(
+        load_recipe("demo"), batch_size=args.batch_size, img_size=args.img_size, model_ema=args.model_ema
+    )
     with tempfile.TemporaryDirectory() as run:
         trainer = FixedTrainer(arch, recipe, None, run, seed=args.seed, progress=False, label=label)
         plain_model = copy.deepcopy(trainer.net).train()
@@ -71,9 +72,11 @@ def main() -> None:
             o_times.append(ours())
             p_times.append(plain())
     o, p = statistics.median(o_times), statistics.median(p_times)
-    print(f"# train step: {label}, batch {args.batch_size}, {args.img_size}x{args.img_size}, EMA "
-          f"{'on' if args.model_ema else 'off'}, {torch.get_num_threads()} threads, median of {args.repeats}, "
-          f"torch {torch.__version__}")
+    print(
+        f"# train step: {label}, batch {args.batch_size}, {args.img_size}x{args.img_size}, EMA "
+        f"{'on' if args.model_ema else 'off'}, {torch.get_num_threads()} threads, median of {args.repeats}, "
+        f"torch {torch.__version__}"
+    )
     print(f"nas train step {o * 1e3:.1f} ms   plain PyTorch step {p * 1e3:.1f} ms   ratio {o / p:.3f}")
 
 

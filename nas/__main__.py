@@ -1,3 +1,5 @@
+"""``python -m nas``: the ``nas`` command."""
+
 import sys
 
 from nas.cli import main

@@ -15,13 +15,14 @@ import os
 import pickle
 import random
 import zipfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 
 def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> None:
@@ -32,8 +33,9 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint",
-                    require: Iterable[str] = (), mmap: bool = False) -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike, what: str = "checkpoint", require: Iterable[str] = (), mmap: bool = False
+) -> dict[str, Any]:
     """The mapping stored in ``path``, loaded as data only (``weights_only=True``).
 
     Any problem is one :class:`NasError` line naming the file: missing, not a file, truncated or
@@ -50,10 +52,14 @@ def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint",
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         # The weights-only unpickler names the first global it refused (e.g. ``posix.system``).
-        refused = next((line.strip() for line in str(exc).splitlines() if "GLOBAL" in line or "global" in line),
-                       str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise NasError(f"{path}: refused to load this {what}: it holds Python objects other than tensors and plain "
-                       f"data ({refused}); checkpoints are read as data only and never run code") from None
+        refused = next(
+            (line.strip() for line in str(exc).splitlines() if "GLOBAL" in line or "global" in line),
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
+        raise NasError(
+            f"{path}: refused to load this {what}: it holds Python objects other than tensors and plain "
+            f"data ({refused}); checkpoints are read as data only and never run code"
+        ) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, AttributeError, KeyError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise NasError(f"{path}: corrupt or truncated {what} ({type(exc).__name__}: {first})") from None
@@ -61,8 +67,10 @@ def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint",
         raise NasError(f"{path}: not a {what}: expected a mapping of names to tensors, got {type(state).__name__}")
     missing = [key for key in require if key not in state]
     if missing:
-        raise NasError(f"{path}: not a {what}: it lacks {', '.join(repr(k) for k in missing)} "
-                       f"(keys: {', '.join(map(str, list(state)[:8]))})")
+        raise NasError(
+            f"{path}: not a {what}: it lacks {', '.join(repr(k) for k in missing)} "
+            f"(keys: {', '.join(map(str, list(state)[:8]))})"
+        )
     return state
 
 
@@ -79,10 +87,16 @@ def file_digest(path: str | os.PathLike, length: int = 16) -> str:
 def rng_state() -> dict[str, Any]:
     """Python's, numpy's and torch's generator states, as tensors and plain data."""
     numpy_state = np.random.get_state(legacy=False)
-    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
-             "numpy": {"key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
-                       "pos": int(numpy_state["state"]["pos"]), "has_gauss": int(numpy_state["has_gauss"]),
-                       "gauss": float(numpy_state["gauss"])}}
+    state = {
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
+            "pos": int(numpy_state["state"]["pos"]),
+            "has_gauss": int(numpy_state["has_gauss"]),
+            "gauss": float(numpy_state["gauss"]),
+        },
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -92,9 +106,14 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
     """Restore what :func:`rng_state` returned."""
     random.setstate(state["python"])
     n = state["numpy"]
-    np.random.set_state({"bit_generator": "MT19937",
-                         "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
-                         "has_gauss": n["has_gauss"], "gauss": n["gauss"]})
+    np.random.set_state(
+        {
+            "bit_generator": "MT19937",
+            "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+            "has_gauss": n["has_gauss"],
+            "gauss": n["gauss"],
+        }
+    )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -116,8 +135,9 @@ def load_pretrained(model: torch.nn.Module, path: str | os.PathLike, what: str =
             state = state[key]
             break
     own = model.state_dict()
-    state = {k: _resized_bias(v, own[k]) if k.endswith("attention_biases") and k in own else v
-             for k, v in state.items()}
+    state = {
+        k: _resized_bias(v, own[k]) if k.endswith("attention_biases") and k in own else v for k, v in state.items()
+    }
     mismatched = [k for k in state if k in own and tuple(own[k].shape) != tuple(getattr(state[k], "shape", ()))]
     heads = [k for k in mismatched if k.startswith(HEAD_PREFIXES)]
     misshapen = [k for k in mismatched if k not in heads]
@@ -127,9 +147,15 @@ def load_pretrained(model: torch.nn.Module, path: str | os.PathLike, what: str =
     def names(keys: list[str]) -> str:
         return ", ".join(keys[:4]) + (f" (+{len(keys) - 4} more)" if len(keys) > 4 else "")
 
-    problems = [f"{label}: {names(keys)}" for label, keys in
-                (("missing keys", missing), ("unexpected keys", unexpected), ("keys of another shape", misshapen))
-                if keys]
+    problems = [
+        f"{label}: {names(keys)}"
+        for label, keys in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("keys of another shape", misshapen),
+        )
+        if keys
+    ]
     if problems:
         raise NasError(f"{path}: does not fit the {what} ({'; '.join(problems)})")
     model.load_state_dict({k: v for k, v in state.items() if k not in heads}, strict=False)
@@ -140,8 +166,13 @@ def _resized_bias(bias: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """An attention-bias table (heads x grid points) for another resolution: the square grid is
     resized bicubically, as timm does for relative position biases, so weights trained at 224 fine-
     tune at another input size."""
-    if not isinstance(bias, torch.Tensor) or bias.shape == like.shape or bias.ndim != 2 or like.ndim != 2 \
-            or bias.shape[0] != like.shape[0]:
+    if (
+        not isinstance(bias, torch.Tensor)
+        or bias.shape == like.shape
+        or bias.ndim != 2
+        or like.ndim != 2
+        or bias.shape[0] != like.shape[0]
+    ):
         return bias
     old, new = round(bias.shape[1] ** 0.5), round(like.shape[1] ** 0.5)
     if old * old != bias.shape[1] or new * new != like.shape[1]:

@@ -3,7 +3,7 @@ joined with ``--ray-address``."""
 
 from __future__ import annotations
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 
 def start_ray(address: str | None, num_cpus: int) -> bool:

@@ -25,7 +25,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,14 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 class ImageSource:
     """Labelled images, by path or decoded in memory."""
 
-    def __init__(self, classes: list[str], labels: list[int], paths: list[str] | None = None,
-                 pixels: np.ndarray | None = None, name: str = ""):
+    def __init__(
+        self,
+        classes: list[str],
+        labels: list[int],
+        paths: list[str] | None = None,
+        pixels: np.ndarray | None = None,
+        name: str = "",
+    ):
         self.classes, self.labels, self.paths, self.pixels, self.name = classes, labels, paths, pixels, name
 
     def __len__(self) -> int:
@@ -66,8 +72,13 @@ class ImageSource:
         if cache and not keep:
             log.info("%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly", self.name, size_mb, max_mb)
         pixels = np.empty((len(self), *first.shape), dtype=np.uint8) if keep else None
-        for i in tqdm(range(len(self)), desc=f"checking {Path(self.name).name or self.name}", disable=None,
-                      leave=False, mininterval=2.0):
+        for i in tqdm(
+            range(len(self)),
+            desc=f"checking {Path(self.name).name or self.name}",
+            disable=None,
+            leave=False,
+            mininterval=2.0,
+        ):
             array = np.asarray(self.image(i))
             if pixels is not None:
                 if array.shape != first.shape:
@@ -114,18 +125,27 @@ def _digits() -> ImageSource:
 
     digits = load_digits()
     grey = (digits.images * (255.0 / 16.0)).round().astype(np.uint8)
-    return ImageSource([str(c) for c in digits.target_names], digits.target.tolist(),
-                       pixels=np.repeat(grey[..., None], 3, axis=-1), name="scikit-learn digits")
+    return ImageSource(
+        [str(c) for c in digits.target_names],
+        digits.target.tolist(),
+        pixels=np.repeat(grey[..., None], 3, axis=-1),
+        name="scikit-learn digits",
+    )
 
 
 def _subset(source: ImageSource, indices: np.ndarray, name: str) -> ImageSource:
-    return ImageSource(source.classes, [source.labels[i] for i in indices],
-                       paths=[source.paths[i] for i in indices] if source.paths else None,
-                       pixels=source.pixels[indices] if source.pixels is not None else None, name=name)
+    return ImageSource(
+        source.classes,
+        [source.labels[i] for i in indices],
+        paths=[source.paths[i] for i in indices] if source.paths else None,
+        pixels=source.pixels[indices] if source.pixels is not None else None,
+        name=name,
+    )
 
 
 @dataclass
 class Splits:
+    """Train, search and validation images of a run (:func:`load_splits`)."""
     train: ImageSource
     search: ImageSource
     val: ImageSource
@@ -194,19 +214,32 @@ def data_fingerprint(data: str | None) -> str:
 
 
 def train_transform(recipe: Recipe):
+    """timm's training transform for ``recipe``: random resized crop, flip, color jitter, RandAugment
+    and random erasing as the recipe sets them."""
     from timm.data import create_transform
 
-    return create_transform(recipe.img_size, is_training=True, scale=(recipe.crop_scale_min, 1.0),
-                            hflip=recipe.hflip, color_jitter=recipe.color_jitter or None,
-                            auto_augment=recipe.randaugment or None, interpolation="bicubic",
-                            re_prob=recipe.reprob, mean=MEAN, std=STD)
+    return create_transform(
+        recipe.img_size,
+        is_training=True,
+        scale=(recipe.crop_scale_min, 1.0),
+        hflip=recipe.hflip,
+        color_jitter=recipe.color_jitter or None,
+        auto_augment=recipe.randaugment or None,
+        interpolation="bicubic",
+        re_prob=recipe.reprob,
+        mean=MEAN,
+        std=STD,
+    )
 
 
 def eval_transform(recipe: Recipe):
+    """timm's evaluation transform at ``recipe.img_size``: bicubic resize, center crop (``crop_pct=1``),
+    normalisation."""
     from timm.data import create_transform
 
-    return create_transform(recipe.img_size, is_training=False, crop_pct=1.0, interpolation="bicubic",
-                            mean=MEAN, std=STD)
+    return create_transform(
+        recipe.img_size, is_training=False, crop_pct=1.0, interpolation="bicubic", mean=MEAN, std=STD
+    )
 
 
 class ImageDataset(Dataset):
@@ -242,8 +275,10 @@ class EpochSampler(Sampler[int]):
         self.epoch, self.start_batch = 0, 0
         self.batches_per_epoch = size // (batch_size * world)
         if self.batches_per_epoch < 1:
-            raise NasError(f"{size} training images are fewer than one batch of {batch_size} per process "
-                           f"({world} processes); lower --batch-size")
+            raise NasError(
+                f"{size} training images are fewer than one batch of {batch_size} per process "
+                f"({world} processes); lower --batch-size"
+            )
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
         self.epoch, self.start_batch = epoch, start_batch
@@ -251,24 +286,33 @@ class EpochSampler(Sampler[int]):
     def __iter__(self):
         order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
         per_rank = self.batches_per_epoch * self.batch_size
-        mine = order[self.rank * per_rank:(self.rank + 1) * per_rank]
-        return iter(mine[self.start_batch * self.batch_size:])
+        mine = order[self.rank * per_rank : (self.rank + 1) * per_rank]
+        return iter(mine[self.start_batch * self.batch_size :])
 
     def __len__(self) -> int:
         return (self.batches_per_epoch - self.start_batch) * self.batch_size
 
 
 def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world: int = 1):
+    """The training loader of ``splits.train`` (augmented, seeded per sample, sharded by ``rank`` and
+    ``world``); returns ``(loader, sampler, dataset)``."""
     dataset = ImageDataset(splits.train, train_transform(recipe), seed=seed)
     sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
     # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
     # mid-epoch would diverge from an uninterrupted one.
-    loader = DataLoader(dataset, batch_size=recipe.batch_size, sampler=sampler, num_workers=recipe.loader_workers,
-                        drop_last=True, generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(
+        dataset,
+        batch_size=recipe.batch_size,
+        sampler=sampler,
+        num_workers=recipe.loader_workers,
+        drop_last=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
     return loader, sampler, dataset
 
 
 def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None = None) -> DataLoader:
+    """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform."""
     dataset = ImageDataset(source, eval_transform(recipe))
     if indices is not None:
         dataset = torch.utils.data.Subset(dataset, indices)

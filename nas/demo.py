@@ -15,22 +15,28 @@ when interrupted), so running the demo again continues it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from nas.errors import NasError
+from nas.compare import compare
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
 from nas.latency import LatencyTable
+from nas.latency.predict import build_predicted_table
 from nas.latency.table import table_path
-from nas.recipe import Recipe
+from nas.recipe import Recipe, load_recipe
+from nas.report import write_report
+from nas.reports import write_json
 from nas.runlock import RunLock
 from nas.search.greedy import reachable_range
 from nas.search.objective import Objective, cost_function
+from nas.search.run import SearchRequest, search
 from nas.space import load_space
 from nas.train.common import finished_or_run
-from nas.typed_yaml import write_text_atomic
+from nas.train.supernet import train_supernet
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +53,6 @@ def ensure_table(device: str, space, img_size: int = 224) -> LatencyTable:
     """The device's table for ``space``: the shipped one, or a predicted one built now (phones) when
     there is none. A corrupt or mismatched table stays an error: it is not overwritten."""
     if not table_path(device, space.name, img_size).exists():
-        from nas.latency.predict import build_predicted_table
-
         log.info("no %s table for %s; building the predicted one", device, space.name)
         build_predicted_table(device, space, img_size, progress=False).save()
     return LatencyTable.load(device, space, img_size)
@@ -61,9 +65,17 @@ def demo_target(space, table, num_classes: int = DIGITS_CLASSES, fraction: float
     return round(largest + fraction * (smallest - largest), 1)
 
 
-def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe | None = None,
-         train_recipe: Recipe | None = None, n_random: int = 3, workers: int = 0, target_fraction: float = 0.5,
-         progress: bool = True, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+def demo(
+    run: str | Path = "runs/demo",
+    seed: int = 0,
+    supernet_recipe: Recipe | None = None,
+    train_recipe: Recipe | None = None,
+    n_random: int = 3,
+    workers: int = 0,
+    target_fraction: float = 0.5,
+    progress: bool = True,
+    on_stage: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Run (or continue) the demo in ``run``, which it locks while it works."""
     if not 0 < target_fraction <= 1:  # checked before minutes of training, not after
         raise NasError(f"--target-fraction must be in (0, 1], got {target_fraction}")
@@ -73,14 +85,17 @@ def demo(run: str | Path = "runs/demo", seed: int = 0, supernet_recipe: Recipe |
         return _demo(run, seed, supernet_recipe, train_recipe, n_random, workers, target_fraction, progress, on_stage)
 
 
-def _demo(run: Path, seed: int, supernet_recipe: Recipe | None, train_recipe: Recipe | None, n_random: int,
-          workers: int, target_fraction: float, progress: bool,
-          on_stage: Callable[[str], None] | None) -> dict[str, Any]:
-    from nas.compare import compare
-    from nas.recipe import load_recipe
-    from nas.search.run import search
-    from nas.train.supernet import train_supernet
-
+def _demo(
+    run: Path,
+    seed: int,
+    supernet_recipe: Recipe | None,
+    train_recipe: Recipe | None,
+    n_random: int,
+    workers: int,
+    target_fraction: float,
+    progress: bool,
+    on_stage: Callable[[str], None] | None,
+) -> dict[str, Any]:
     supernet_recipe = supernet_recipe or dataclasses.replace(load_recipe("demo"), epochs=SUPERNET_EPOCHS)
     train_recipe = train_recipe or dataclasses.replace(load_recipe("demo"), epochs=TRAIN_EPOCHS)
     say = on_stage or (lambda text: log.info("%s", text))
@@ -95,40 +110,79 @@ def _demo(run: Path, seed: int, supernet_recipe: Recipe | None, train_recipe: Re
 
     t = time.perf_counter()
     supernet_run = run / "supernet"
-    say(f"[2/4] supernet: {DEMO_SPACE}, sandwich rule, {supernet_recipe.epochs} epochs on scikit-learn digits "
-        f"-> {supernet_run}")
-    supernet_result = finished_or_run(supernet_run, "checkpoint.pt", lambda resume: train_supernet(
-        space, supernet_recipe, None, supernet_run, seed=seed, resume=resume, progress=progress))
+    say(
+        f"[2/4] supernet: {DEMO_SPACE}, sandwich rule, {supernet_recipe.epochs} epochs on scikit-learn digits "
+        f"-> {supernet_run}"
+    )
+    supernet_result = finished_or_run(
+        supernet_run,
+        "checkpoint.pt",
+        lambda resume: train_supernet(
+            space, supernet_recipe, None, supernet_run, seed=seed, resume=resume, progress=progress
+        ),
+    )
     timings["supernet"] = time.perf_counter() - t
 
     t = time.perf_counter()
     target = demo_target(space, table, fraction=target_fraction)
     search_run = run / "search"
     say(f"[3/4] search: greedy slimming to MES {target:g} on the {DEMO_DEVICE} table -> {search_run}")
-    search_result = finished_or_run(search_run, "config.yaml", lambda resume: search(
-        supernet_run, Objective("mes", target), DEMO_DEVICE, search_run, seed=seed, workers=workers, resume=resume))
+    search_result = finished_or_run(
+        search_run,
+        "config.yaml",
+        lambda resume: search(
+            SearchRequest(
+                supernet_run,
+                Objective("mes", target),
+                search_run,
+                DEMO_DEVICE,
+                seed=seed,
+                workers=workers,
+                resume=resume,
+            )
+        ),
+    )
     timings["search"] = time.perf_counter() - t
 
     t = time.perf_counter()
     compare_run = run / "compare"
-    say(f"[4/4] compare: the searched network and {n_random} random ones of its MES, trained from scratch for "
-        f"{train_recipe.epochs} epochs -> {compare_run}")
-    from nas.arch import ArchConfig
+    say(
+        f"[4/4] compare: the searched network and {n_random} random ones of its MES, trained from scratch for "
+        f"{train_recipe.epochs} epochs -> {compare_run}"
+    )
 
     searched = ArchConfig.load(search_run / "arch.yaml")
-    comparison = compare(searched, space, n_random, train_recipe, None, compare_run, seed=seed, device=DEMO_DEVICE,
-                         objective_name="mes", workers=workers, resume=(compare_run / "plan.json").exists(),
-                         recipe_name="demo", searched_label=str(search_run / "arch.yaml"), progress=progress,
-                         supernet_run=str(supernet_run))
+    comparison = compare(
+        searched,
+        space,
+        n_random,
+        train_recipe,
+        None,
+        compare_run,
+        seed=seed,
+        device=DEMO_DEVICE,
+        objective_name="mes",
+        workers=workers,
+        resume=(compare_run / "plan.json").exists(),
+        recipe_name="demo",
+        searched_label=str(search_run / "arch.yaml"),
+        progress=progress,
+        supernet_run=str(supernet_run),
+    )
     timings["compare"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
-    result = {"run": str(run), "space": DEMO_SPACE, "device": DEMO_DEVICE, "target_mes": target,
-              "supernet": {k: v for k, v in supernet_result.items() if not isinstance(v, dict)},
-              "search": search_result, "comparison": comparison,
-              "seconds": {k: round(v, 1) for k, v in timings.items()},
-              "recipes": {"supernet": dataclasses.asdict(supernet_recipe), "train": dataclasses.asdict(train_recipe)}}
-    write_text_atomic(run / "demo.json", json.dumps(result, indent=1) + "\n")
-    from nas.report import write_report
+    result = {
+        "run": str(run),
+        "space": DEMO_SPACE,
+        "device": DEMO_DEVICE,
+        "target_mes": target,
+        "supernet": {k: v for k, v in supernet_result.items() if not isinstance(v, dict)},
+        "search": search_result,
+        "comparison": comparison,
+        "seconds": {k: round(v, 1) for k, v in timings.items()},
+        "recipes": {"supernet": dataclasses.asdict(supernet_recipe), "train": dataclasses.asdict(train_recipe)},
+    }
+    write_json(run / "demo.json", result)
 
     result["report"] = str(write_report(run))
     say(f"report: {result['report']}")

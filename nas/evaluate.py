@@ -11,9 +11,11 @@ import contextlib
 
 import torch
 import torch.nn as nn
+from torch.optim.swa_utils import update_bn
 from torch.utils.data import DataLoader
 
-from nas.arch import ArchConfig
+from nas.core.arch import ArchConfig
+from supernets import extract
 
 
 def autocast_for(amp: str, device: torch.device | str):
@@ -21,23 +23,6 @@ def autocast_for(amp: str, device: torch.device | str):
     if amp == "none":
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
-
-
-@torch.no_grad()
-def recalibrate_bn(model: nn.Module, loader: DataLoader, device="cpu") -> None:
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if not bns:
-        return
-    saved = [m.momentum for m in bns]
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative moving average over the calibration batches
-    model.train()
-    for images, _ in loader:
-        model(images.to(device))
-    for m, momentum in zip(bns, saved):
-        m.momentum = momentum
-    model.eval()
 
 
 @torch.no_grad()
@@ -53,12 +38,18 @@ def top1(model: nn.Module, loader: DataLoader, device="cpu", amp: str = "none") 
     return correct / max(total, 1)
 
 
-def subnet_accuracy(supernet: nn.Module, arch: ArchConfig, calib_loader: DataLoader, eval_loader: DataLoader,
-                    device="cpu", amp: str = "none") -> float:
+def subnet_accuracy(
+    supernet: nn.Module,
+    arch: ArchConfig,
+    calib_loader: DataLoader,
+    eval_loader: DataLoader,
+    device="cpu",
+    amp: str = "none",
+) -> float:
     """Top-1 of ``arch``: extracted (the supernet is not touched), BN recalibrated, scored."""
-    from supernets import extract
-
     model = extract(supernet, arch)
     model.distilled_training = False
-    recalibrate_bn(model, calib_loader, device)
+    # BatchNorm statistics of this sub-network: a cumulative average over the calibration batches.
+    update_bn(calib_loader, model, device=torch.device(device))
+    model.eval()
     return top1(model, eval_loader, device, amp)

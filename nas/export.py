@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -10,16 +12,17 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.checkpoint import load_checkpoint
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.typed_yaml import write_bytes_atomic
+from supernets import build_static
 
 FORMATS = ("onnx", "coreml")
 
 
 def load_weights(model: nn.Module, checkpoint: str | Path) -> None:
     """Weights from a ``nas train`` checkpoint (``model`` key) or a plain state dict."""
-    from nas.checkpoint import load_checkpoint
-
     state = load_checkpoint(checkpoint)
     state = state.get("model", state) if isinstance(state, dict) else state
     try:
@@ -34,8 +37,9 @@ def onnx_bytes(module: nn.Module, x: torch.Tensor, input_name: str = "image") ->
     buffer = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=17, input_names=[input_name],
-                          output_names=["output"])
+        torch.onnx.export(
+            module, (x,), buffer, dynamo=False, opset_version=17, input_names=[input_name], output_names=["output"]
+        )
     return buffer.getvalue()
 
 
@@ -53,27 +57,55 @@ def export_onnx(model: nn.Module, img_size: int, out: Path, tolerance: float = 1
     diff = float(np.abs(got - expected).max())
     if diff > tolerance:
         raise NasError(f"ONNX output differs from PyTorch by {diff:.2e} (> {tolerance:g}); not written")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+    write_bytes_atomic(out, data)
     return diff
+
+
+def to_coreml(module: torch.nn.Module, x: torch.Tensor, path: Path, precision: str = "float16") -> Path:
+    """Trace ``module`` on ``x`` and save it as a Core ML ML program (iOS 16) at ``path`` (atomically:
+    converted into a temporary folder, then renamed)."""
+    import coremltools as ct
+
+    module = module.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(module, x)
+        mlmodel = ct.convert(
+            traced,
+            inputs=[ct.TensorType(name="x", shape=tuple(x.shape))],
+            convert_to="mlprogram",
+            minimum_deployment_target=ct.target.iOS16,
+            compute_precision=ct.precision.FLOAT16 if precision == "float16" else ct.precision.FLOAT32,
+        )
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        mlmodel.save(str(tmp / path.name))
+        if path.exists():
+            shutil.rmtree(path)
+        (tmp / path.name).rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
 
 
 def export_coreml(model: nn.Module, img_size: int, out: Path) -> None:
     """Write a Core ML ML program for iOS 16 (float16 compute) at ``out`` (``.mlpackage``)."""
-    from nas.latency.onphone import to_coreml
-
     if out.suffix != ".mlpackage":
         raise NasError(f"{out}: a Core ML ML program is a .mlpackage folder; name the output NAME.mlpackage")
     out.parent.mkdir(parents=True, exist_ok=True)
     to_coreml(model, torch.randn(1, 3, img_size, img_size), out)
 
 
-def export(arch: ArchConfig, fmt: str, out: str | Path, img_size: int = 224, num_classes: int = 1000,
-           checkpoint: str | Path | None = None) -> dict:
-    from supernets import build_static
-
+def export(
+    arch: ArchConfig,
+    fmt: str,
+    out: str | Path,
+    img_size: int = 224,
+    num_classes: int = 1000,
+    checkpoint: str | Path | None = None,
+) -> dict:
+    """Export ``arch`` (weights from ``checkpoint``, else freshly initialised) as ``fmt`` (``onnx`` or
+    ``coreml``) to ``out``; returns the format, path and ONNX max abs difference or Core ML target."""
     if fmt not in FORMATS:
         raise NasError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     model = build_static(arch, img_size=img_size, num_classes=num_classes)

@@ -1,6 +1,6 @@
 """Exact parameter counts and MACs of any ArchConfig, and the Mobile Efficiency Score.
 
-Counts are sums over the architecture's blocks (:mod:`nas.signature`). Each block is built once
+Counts are sums over the architecture's blocks (:mod:`nas.core.signature`). Each block is built once
 as the static timm module on PyTorch's ``meta`` device (no memory, no compute) and measured there:
 parameters by counting, MACs with ``torch.utils.flop_counter`` (multiply-accumulates of
 convolutions and matrix products; element-wise ops are not counted, as in the papers' GMACs).
@@ -14,8 +14,9 @@ from functools import lru_cache
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nas.arch import ArchConfig
-from nas.signature import BlockSignature
+from nas.blocks import block_input_shape, block_signatures, build_block
+from nas.core.arch import ArchConfig
+from nas.core.signature import BlockSignature
 
 #: MES reference units (EfficientFormerV2 §4.2.1): MobileNetV2 is about 3M parameters and 1 ms.
 MES_SCORE = 100.0
@@ -29,38 +30,29 @@ def mes(params: float, latency_ms: float) -> float:
     """Mobile Efficiency Score = 100 * (params / 3M)^-0.5 * (latency / 1 ms)^-1 (§4.2.1)."""
     if params <= 0 or latency_ms <= 0:
         raise ValueError("MES needs a positive parameter count and latency")
-    return (MES_SCORE * (params / MES_UNIT_PARAMS) ** -MES_ALPHA_SIZE
-            * (latency_ms / MES_UNIT_LATENCY_MS) ** -MES_ALPHA_LATENCY)
+    return (
+        MES_SCORE
+        * (params / MES_UNIT_PARAMS) ** -MES_ALPHA_SIZE
+        * (latency_ms / MES_UNIT_LATENCY_MS) ** -MES_ALPHA_LATENCY
+    )
 
 
 @dataclass(frozen=True)
 class BlockCost:
+    """Parameters and MACs of one block."""
     params: int
     macs: int
-
-
-def _family(family: str):
-    from supernets import family_module  # supernets imports nas; import lazily to avoid a cycle
-
-    return family_module(family)
 
 
 @lru_cache(maxsize=65536)
 def block_cost(family: str, sig: BlockSignature) -> BlockCost:
     """Parameters and MACs of one block (cached per signature)."""
-    family_module = _family(family)
-    module = family_module.build_block(sig, device="meta").eval()
+    module = build_block(family, sig, device="meta").eval()
     params = sum(p.numel() for p in module.parameters())
-    shape_of = getattr(family_module, "input_shape", None)
-    shape = shape_of(sig) if shape_of is not None else (1, sig.c_in, *sig.resolution)
-    x = torch.empty(*shape, device="meta")
+    x = torch.empty(*block_input_shape(family, sig), device="meta")
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         module(x)
     return BlockCost(params=params, macs=counter.get_total_flops() // 2)
-
-
-def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000) -> list[BlockSignature]:
-    return _family(arch.family).block_signatures(arch, img_size=img_size, num_classes=num_classes)
 
 
 def count_params(arch: ArchConfig, img_size=224, num_classes: int = 1000) -> int:

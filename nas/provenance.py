@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from nas.typed_yaml import write_text_atomic
+from nas.core.typed_yaml import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,16 @@ def code_version() -> dict[str, Any]:
     """The commit of the checkout ``nas`` runs from and whether it had uncommitted changes to
     tracked files (``commit`` is ``"unknown"`` outside a git checkout, e.g. a wheel install)."""
     try:
-        commit = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        changed = subprocess.run(["git", "-C", str(_REPO), "status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(_REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
         return {"commit": commit, "dirty": bool(changed)}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": False}
@@ -45,8 +51,13 @@ def environment() -> dict[str, Any]:
     import timm
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "timm": timm.__version__,
-            "cpus": os.cpu_count(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "timm": timm.__version__,
+        "cpus": os.cpu_count(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
 
 
 class RunClock:
@@ -68,8 +79,7 @@ class RunClock:
         self._t0 = time.perf_counter()
 
     def sessions(self) -> list[dict[str, Any]]:
-        current = {"started": self._started_at, "seconds": round(time.perf_counter() - self._t0, 1),
-                   **code_version()}
+        current = {"started": self._started_at, "seconds": round(time.perf_counter() - self._t0, 1), **code_version()}
         return self.previous + [current]
 
     def tick(self) -> None:
@@ -81,5 +91,9 @@ class RunClock:
         """For ``result.json``: total wall seconds, sessions, and the code and libraries that made it."""
         self.tick()
         sessions = self.sessions()
-        return {"wall_seconds": round(sum(s["seconds"] for s in sessions), 1), "sessions": len(sessions),
-                **code_version(), **environment()}
+        return {
+            "wall_seconds": round(sum(s["seconds"] for s in sessions), 1),
+            "sessions": len(sessions),
+            **code_version(),
+            **environment(),
+        }

@@ -19,11 +19,8 @@ One output folder: ``plan.json`` (the networks, fixed before any training), ``ru
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import random
-
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,32 +28,43 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.arch import ArchConfig
 from nas.checkpoint import file_digest, load_checkpoint
 from nas.compare import supernet_accuracies, train_all
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import write_text_atomic
 from nas.data import data_fingerprint, eval_loader, load_splits
-from nas.errors import NasError
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
-from nas.recipe import Recipe
-from nas.runconfig import RankCheckRunConfig, as_dict, require_resumable, run_config_from
 from nas.provenance import RunClock
+from nas.recipe import Recipe
+from nas.reports import write_csv, write_json
+from nas.runconfig import (
+    RankCheckRunConfig,
+    as_dict,
+    require_resumable,
+    run_config_from,
+)
 from nas.runlock import RunLock
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
-from nas.space import SearchSpace, load_space
-from nas.typed_yaml import write_text_atomic
+from nas.space import load_space
+from supernets import build_static
 
 
 def spread_sample(space: SearchSpace, n: int, key, rng: random.Random, pool_factor: int = 50) -> list[ArchConfig]:
     """``n`` distinct sub-networks at evenly spaced quantiles of ``key`` among ``pool_factor * n``
     uniform draws (and the largest and smallest networks): the whole range, not one band."""
-    pool = {a.digest: a for a in [space.sample(rng) for _ in range(pool_factor * n)] + [space.largest(),
-                                                                                           space.smallest()]}
+    pool = {
+        a.digest: a for a in [space.sample(rng) for _ in range(pool_factor * n)] + [space.largest(), space.smallest()]
+    }
     ordered = sorted(pool.values(), key=lambda a: (key(a), a.digest))
     if len(ordered) < n:
-        raise NasError(f"space {space.name} has only {len(ordered)} distinct sub-networks in {pool_factor * n} draws; "
-                       f"lower -n below {len(ordered) + 1}")
+        raise NasError(
+            f"space {space.name} has only {len(ordered)} distinct sub-networks in {pool_factor * n} draws; "
+            f"lower -n below {len(ordered) + 1}"
+        )
     picks = np.unique(np.round(np.linspace(0, len(ordered) - 1, n)).astype(int))
     chosen = [ordered[i] for i in picks]
     rest = [a for i, a in enumerate(ordered) if i not in set(picks.tolist())]
@@ -93,11 +101,11 @@ def grad_norm(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor
     return float(sum(p.grad.norm() for p in model.parameters() if p.grad is not None))
 
 
-def zero_cost_proxies(archs: list[ArchConfig], recipe: Recipe, data: str | None, seed: int, num_classes: int,
-                      out: Path) -> list[dict[str, float]]:
+def zero_cost_proxies(
+    archs: list[ArchConfig], recipe: Recipe, data: str | None, seed: int, num_classes: int, out: Path
+) -> list[dict[str, float]]:
     """SynFlow and gradient norm of each arch's freshly initialised static network (seeded),
     cached in ``out/proxies.json``."""
-    from supernets import build_static
 
     path = out / "proxies.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
@@ -112,12 +120,13 @@ def zero_cost_proxies(archs: list[ArchConfig], recipe: Recipe, data: str | None,
             torch.manual_seed(seed)
             net = build_static(arch, img_size=recipe.img_size, num_classes=num_classes)
             cached[arch.digest] = {"synflow": synflow(net, recipe.img_size), "grad_norm": grads}
-        write_text_atomic(path, json.dumps(cached, indent=1) + "\n")
+        write_json(path, cached)
     return [cached[a.digest] for a in archs]
 
 
-def rank_stats(proxy: list[float], truth: list[float], seed: int = 0, replicates: int = 2000,
-               top_fraction: float = 0.25) -> dict[str, Any]:
+def rank_stats(
+    proxy: list[float], truth: list[float], seed: int = 0, replicates: int = 2000, top_fraction: float = 0.25
+) -> dict[str, Any]:
     """Kendall's tau and Spearman's rho of ``proxy`` against ``truth`` with 95% bootstrap intervals
     (networks resampled), and the overlap of their top ``top_fraction``."""
     from scipy.stats import kendalltau, spearmanr
@@ -132,8 +141,13 @@ def rank_stats(proxy: list[float], truth: list[float], seed: int = 0, replicates
             rhos.append(spearmanr(x[idx], y[idx]).statistic)
     k = max(1, int(round(top_fraction * len(x))))
     top = len(set(np.argsort(-x)[:k]) & set(np.argsort(-y)[:k])) / k
-    return {"kendall_tau": _finite(kendalltau(x, y).statistic), "kendall_tau_ci": _ci(taus),
-            "spearman_rho": _finite(spearmanr(x, y).statistic), "spearman_rho_ci": _ci(rhos), f"top{k}_overlap": top}
+    return {
+        "kendall_tau": _finite(kendalltau(x, y).statistic),
+        "kendall_tau_ci": _ci(taus),
+        "spearman_rho": _finite(spearmanr(x, y).statistic),
+        "spearman_rho_ci": _ci(rhos),
+        f"top{k}_overlap": top,
+    }
 
 
 def _finite(value: float) -> float | None:
@@ -145,11 +159,26 @@ def _ci(values: list[float]) -> list[float] | None:
     return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if values else None
 
 
-def rank_check(supernet_run: str | Path, n: int, recipe: Recipe, out: str | Path, data: str | None = None,
-               device: str | None = None, img_size: int = 224, seed: int = 0, workers: int = 0,
-               ray_address: str | None = None, threads_per_worker: int = 1, resume: bool = False,
-               max_steps: int | None = None, full_recipe: Recipe | None = None, full_n: int = 0,
-               bn_calib_batches: int | None = None, recipe_name: str = "", progress: bool = True) -> dict[str, Any]:
+def rank_check(
+    supernet_run: str | Path,
+    n: int,
+    recipe: Recipe,
+    out: str | Path,
+    data: str | None = None,
+    device: str | None = None,
+    img_size: int = 224,
+    seed: int = 0,
+    workers: int = 0,
+    ray_address: str | None = None,
+    threads_per_worker: int = 1,
+    resume: bool = False,
+    max_steps: int | None = None,
+    full_recipe: Recipe | None = None,
+    full_n: int = 0,
+    bn_calib_batches: int | None = None,
+    recipe_name: str = "",
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run (or continue) the ranking study of ``supernet_run`` in ``out``."""
     if n < 4:
         raise NasError(f"-n must be at least 4 for a ranking, got {n}")
@@ -166,11 +195,23 @@ def rank_check(supernet_run: str | Path, n: int, recipe: Recipe, out: str | Path
     cost = cost_function(table, img_size, num_classes)
     context = spec.context()
     config = RankCheckRunConfig(
-        space=space.name, n=n, device=device, img_size=img_size, data=data, seed=seed, recipe=recipe,
-        supernet=str(supernet_run), supernet_digest=context["supernet_digest"],
-        bn_calib_batches=context["bn_calib_batches"], data_fingerprint=data_fingerprint(data),
-        table_digest=file_digest(table.path) if table is not None else None, max_steps=max_steps,
-        full_recipe=full_recipe, full_n=full_n, recipe_name=recipe_name)
+        space=space.name,
+        n=n,
+        device=device,
+        img_size=img_size,
+        data=data,
+        seed=seed,
+        recipe=recipe,
+        supernet=str(supernet_run),
+        supernet_digest=context["supernet_digest"],
+        bn_calib_batches=context["bn_calib_batches"],
+        data_fingerprint=data_fingerprint(data),
+        table_digest=file_digest(table.path) if table is not None else None,
+        max_steps=max_steps,
+        full_recipe=full_recipe,
+        full_n=full_n,
+        recipe_name=recipe_name,
+    )
     out = Path(out)
     plan_path = out / "plan.json"
     if resume:
@@ -187,76 +228,149 @@ def rank_check(supernet_run: str | Path, n: int, recipe: Recipe, out: str | Path
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, "rank-check"):
         if not resume:
-            write_text_atomic(plan_path, json.dumps({"config": as_dict(config),
-                                                     "networks": [a.to_dict() for a in archs]}, indent=1) + "\n")
-        return _study(out, config, space, archs, cost, num_classes, spec, context, workers, ray_address,
-                      threads_per_worker, progress, RunClock(out, resume))
+            write_text_atomic(
+                plan_path,
+                json.dumps({"config": as_dict(config), "networks": [a.to_dict() for a in archs]}, indent=1) + "\n",
+            )
+        return _study(
+            out,
+            config,
+            space,
+            archs,
+            cost,
+            num_classes,
+            spec,
+            context,
+            workers,
+            ray_address,
+            threads_per_worker,
+            progress,
+            RunClock(out, resume),
+        )
 
 
-def _study(out: Path, config: RankCheckRunConfig, space: SearchSpace, archs: list[ArchConfig], cost,
-           num_classes: int, spec: EvalSpec, context: dict, workers: int, ray_address: str | None,
-           threads_per_worker: int, progress: bool, clock: RunClock) -> dict[str, Any]:
+def _study(
+    out: Path,
+    config: RankCheckRunConfig,
+    space: SearchSpace,
+    archs: list[ArchConfig],
+    cost,
+    num_classes: int,
+    spec: EvalSpec,
+    context: dict,
+    workers: int,
+    ray_address: str | None,
+    threads_per_worker: int,
+    progress: bool,
+    clock: RunClock,
+) -> dict[str, Any]:
     names = [f"net-{i:02d}" for i in range(len(archs))]
 
     def jobs(recipe: Recipe, folder: str, count: int, max_steps: int | None) -> list[dict]:
-        return [{"name": name, "arch": arch.to_dict(), "recipe": asdict(recipe), "data": config.data,
-                 "run": str(out / folder / name), "seed": config.seed, "max_steps": max_steps, "space": space.name,
-                 "progress": progress} for name, arch in list(zip(names, archs))[:count]]
+        return [
+            {
+                "name": name,
+                "arch": arch.to_dict(),
+                "recipe": asdict(recipe),
+                "data": config.data,
+                "run": str(out / folder / name),
+                "seed": config.seed,
+                "max_steps": max_steps,
+                "space": space.name,
+                "progress": progress,
+            }
+            for name, arch in list(zip(names, archs))[:count]
+        ]
 
-    short = train_all(jobs(config.recipe, "runs", len(archs), config.max_steps), workers, ray_address,
-                      threads_per_worker, clock)
-    full = train_all(jobs(config.full_recipe, "runs-full", config.full_n, config.max_steps), workers, ray_address,
-                     threads_per_worker, clock) if config.full_n else []
+    short = train_all(
+        jobs(config.recipe, "runs", len(archs), config.max_steps), workers, ray_address, threads_per_worker, clock
+    )
+    full = (
+        train_all(
+            jobs(config.full_recipe, "runs-full", config.full_n, config.max_steps),
+            workers,
+            ray_address,
+            threads_per_worker,
+            clock,
+        )
+        if config.full_n
+        else []
+    )
     supernet = supernet_accuracies(spec, context, archs, out)
     proxies = zero_cost_proxies(archs, config.recipe, config.data, config.seed, num_classes, out)
     rows = []
     for name, arch, trained, sup, zc in zip(names, archs, short, supernet, proxies):
         c = cost(arch)
-        rows.append({"network": name, "scratch_top1": trained["top1"], "supernet_top1": sup, "params": c.params,
-                     "macs": count_macs(arch, config.img_size, num_classes), "latency_ms": c.latency_ms,
-                     "mes": c.mes, **zc, "digest": arch.digest, "arch": arch.to_dict()})
+        rows.append(
+            {
+                "network": name,
+                "scratch_top1": trained["top1"],
+                "supernet_top1": sup,
+                "params": c.params,
+                "macs": count_macs(arch, config.img_size, num_classes),
+                "latency_ms": c.latency_ms,
+                "mes": c.mes,
+                **zc,
+                "digest": arch.digest,
+                "arch": arch.to_dict(),
+            }
+        )
     truth = [r["scratch_top1"] for r in rows]
-    rankers = {"supernet": [r["supernet_top1"] for r in rows], "params": [r["params"] for r in rows],
-               "macs": [r["macs"] for r in rows], "synflow": [r["synflow"] for r in rows],
-               "grad_norm": [r["grad_norm"] for r in rows]}
+    rankers = {
+        "supernet": [r["supernet_top1"] for r in rows],
+        "params": [r["params"] for r in rows],
+        "macs": [r["macs"] for r in rows],
+        "synflow": [r["synflow"] for r in rows],
+        "grad_norm": [r["grad_norm"] for r in rows],
+    }
     if rows[0]["latency_ms"] is not None:
         rankers["latency"] = [r["latency_ms"] for r in rows]
     stats = {name: rank_stats(values, truth, seed=config.seed) for name, values in rankers.items()}
-    result: dict[str, Any] = {"space": space.name, "supernet": config.supernet, "n": len(rows), "rows": rows,
-                              "rankings": stats}
+    result: dict[str, Any] = {
+        "space": space.name,
+        "supernet": config.supernet,
+        "n": len(rows),
+        "rows": rows,
+        "rankings": stats,
+    }
     if full:
-        result["short_vs_full"] = {"n": len(full), **rank_stats(truth[:len(full)], [r["top1"] for r in full],
-                                                                seed=config.seed)}
+        result["short_vs_full"] = {
+            "n": len(full),
+            **rank_stats(truth[: len(full)], [r["top1"] for r in full], seed=config.seed),
+        }
         for row, trained in zip(rows, full):
             row["full_top1"] = trained["top1"]
     first = short[0]
     result["sources"] = {
         "from scratch": f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps of "
-                        f"recipe {config.recipe_name or 'custom'} (seed {config.seed}); data: "
-                        f"{config.data or 'scikit-learn digits'}",
+        f"recipe {config.recipe_name or 'custom'} (seed {config.seed}); data: "
+        f"{config.data or 'scikit-learn digits'}",
         "supernet": f"top-1 with the weights of {config.supernet}, BatchNorm recalibrated "
-                    f"({config.bn_calib_batches} batches), on its search split",
+        f"({config.bn_calib_batches} batches), on its search split",
         "proxies": "params, MACs exact; latency from the table named in the config; SynFlow (log10) and the "
-                   "gradient norm of one batch of training images at a seeded initialisation",
+        "gradient norm of one batch of training images at a seeded initialisation",
         "intervals": "95% bootstrap over the networks (2000 replicates)",
     }
     result["provenance"] = clock.summary()
-    write_text_atomic(out / "rank.csv", _csv(rows))
+    write_csv(out / "rank.csv", rows, CSV_FIELDS)
     write_text_atomic(out / "rank.md", to_markdown(result))
-    write_text_atomic(out / "result.json", json.dumps(result, indent=1) + "\n")
+    write_json(out / "result.json", result)
     return result
 
 
-CSV_FIELDS = ("network", "scratch_top1", "full_top1", "supernet_top1", "params", "macs", "latency_ms", "mes",
-              "synflow", "grad_norm", "digest")
-
-
-def _csv(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+CSV_FIELDS = (
+    "network",
+    "scratch_top1",
+    "full_top1",
+    "supernet_top1",
+    "params",
+    "macs",
+    "latency_ms",
+    "mes",
+    "synflow",
+    "grad_norm",
+    "digest",
+)
 
 
 def _interval(ci: list[float] | None) -> str:
@@ -265,33 +379,48 @@ def _interval(ci: list[float] | None) -> str:
 
 def ranking_lines(result: dict) -> list[str]:
     """The rankings against from-scratch training as a Markdown table (also what the CLI prints)."""
-    lines = ["| ranking by | Kendall's tau | 95% CI | Spearman's rho | 95% CI | top-k overlap |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| ranking by | Kendall's tau | 95% CI | Spearman's rho | 95% CI | top-k overlap |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, s in result["rankings"].items():
         top = next(v for k, v in s.items() if k.startswith("top") and k.endswith("_overlap"))
         tau = "-" if s["kendall_tau"] is None else f"{s['kendall_tau']:+.2f}"
         rho = "-" if s["spearman_rho"] is None else f"{s['spearman_rho']:+.2f}"
-        lines.append(f"| {name} | {tau} | {_interval(s['kendall_tau_ci'])} | {rho} | "
-                     f"{_interval(s['spearman_rho_ci'])} | {top:.2f} |")
+        lines.append(
+            f"| {name} | {tau} | {_interval(s['kendall_tau_ci'])} | {rho} | "
+            f"{_interval(s['spearman_rho_ci'])} | {top:.2f} |"
+        )
     if "short_vs_full" in result:
         s = result["short_vs_full"]
-        lines.append(f"| short recipe vs full recipe ({s['n']} networks) | "
-                     f"{'-' if s['kendall_tau'] is None else format(s['kendall_tau'], '+.2f')} | "
-                     f"{_interval(s['kendall_tau_ci'])} | "
-                     f"{'-' if s['spearman_rho'] is None else format(s['spearman_rho'], '+.2f')} | "
-                     f"{_interval(s['spearman_rho_ci'])} | - |")
+        lines.append(
+            f"| short recipe vs full recipe ({s['n']} networks) | "
+            f"{'-' if s['kendall_tau'] is None else format(s['kendall_tau'], '+.2f')} | "
+            f"{_interval(s['kendall_tau_ci'])} | "
+            f"{'-' if s['spearman_rho'] is None else format(s['spearman_rho'], '+.2f')} | "
+            f"{_interval(s['spearman_rho_ci'])} | - |"
+        )
     return lines
 
 
 def to_markdown(result: dict) -> str:
-    lines = [f"# Ranking study of supernet `{result['supernet']}` ({result['space']}, {result['n']} networks)", "",
-             "Each ranking against the from-scratch ranking:", "", *ranking_lines(result), "",
-             "| network | from scratch (%) | supernet (%) | params (M) | MACs (M) | latency (ms) | SynFlow | grad norm |",
-             "|---|---|---|---|---|---|---|---|"]
+    """``rank.md``: every ranking against the from-scratch one, then one row per network."""
+    lines = [
+        f"# Ranking study of supernet `{result['supernet']}` ({result['space']}, {result['n']} networks)",
+        "",
+        "Each ranking against the from-scratch ranking:",
+        "",
+        *ranking_lines(result),
+        "",
+        "| network | from scratch (%) | supernet (%) | params (M) | MACs (M) | latency (ms) | SynFlow | grad norm |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         lat = "-" if r["latency_ms"] is None else f"{r['latency_ms']:.3f}"
-        lines.append(f"| {r['network']} | {100 * r['scratch_top1']:.2f} | {100 * r['supernet_top1']:.2f} | "
-                     f"{r['params'] / 1e6:.3f} | {r['macs'] / 1e6:.1f} | {lat} | {r['synflow']:.2f} | "
-                     f"{r['grad_norm']:.3g} |")
+        lines.append(
+            f"| {r['network']} | {100 * r['scratch_top1']:.2f} | {100 * r['supernet_top1']:.2f} | "
+            f"{r['params'] / 1e6:.3f} | {r['macs'] / 1e6:.1f} | {lat} | {r['synflow']:.2f} | "
+            f"{r['grad_norm']:.3g} |"
+        )
     lines += ["", "Where the numbers come from:", ""] + [f"- {k}: {v}" for k, v in result["sources"].items()]
     return "\n".join(lines) + "\n"

@@ -13,9 +13,15 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from nas.errors import NasError
+from nas.core.errors import NasError
+from nas.core.typed_yaml import (
+    check_settings,
+    dump_yaml,
+    from_mapping,
+    read_yaml,
+    setting,
+)
 from nas.space import config_root
-from nas.typed_yaml import check_settings, dump_yaml, from_mapping, read_yaml, setting
 
 #: Gradient clipping modes of timm's ``dispatch_clip_grad``.
 CLIP_MODES = ("agc", "norm", "value")
@@ -39,7 +45,9 @@ class Recipe:
     warmup_lr: float = setting(1e-5, low=0)
     min_lr: float = setting(1e-5, low=0)
     clip_grad: float = setting(0.01, low=0)  # 0 switches clipping off
-    clip_mode: str = setting("agc", choices=CLIP_MODES)  # timm's: "agc" (adaptive, as the released code), "norm", "value"
+    clip_mode: str = setting(
+        "agc", choices=CLIP_MODES
+    )  # timm's: "agc" (adaptive, as the released code), "norm", "value"
     # data and augmentation (timm)
     img_size: int = setting(224, low=MIN_IMG_SIZE)
     search_fraction: float = setting(0.1, low=0, high=1, low_open=True, high_open=True)  # held out as the search split
@@ -105,16 +113,20 @@ def recipe_from_saved(data: dict) -> Recipe:
 
 
 def available_recipes() -> list[str]:
+    """Names of the recipes in ``search_configs/recipes/``."""
     return sorted(p.stem for p in (config_root() / "recipes").glob("*.yaml"))
 
 
 def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
+    """The recipe named ``name_or_path`` in ``search_configs/recipes/``, or read from a YAML path; checked."""
     text = str(name_or_path)
     path = Path(text)
     if not (path.suffix in (".yaml", ".yml") or os.sep in text):
         path = config_root() / "recipes" / f"{text}.yaml"
         if not path.exists():
-            raise NasError(f"unknown recipe {text!r}; available: {', '.join(available_recipes())} (or give a YAML path)")
+            raise NasError(
+                f"unknown recipe {text!r}; available: {', '.join(available_recipes())} (or give a YAML path)"
+            )
     data = read_yaml(path, "recipe")
     return from_mapping(Recipe, data if data is not None else {}, str(path)).check(str(path))
 
@@ -142,9 +154,13 @@ def _parse_bool(text: str) -> bool:
 
 
 def recipe_from_args(args: argparse.Namespace) -> Recipe:
+    """The ``--recipe`` recipe with the command line's recipe overrides applied; checked."""
     recipe = load_recipe(args.recipe)
-    changes = {f.name: getattr(args, f"recipe_{f.name}") for f in dataclasses.fields(Recipe)
-               if getattr(args, f"recipe_{f.name}", None) is not None}
+    changes = {
+        f.name: getattr(args, f"recipe_{f.name}")
+        for f in dataclasses.fields(Recipe)
+        if getattr(args, f"recipe_{f.name}", None) is not None
+    }
     recipe = dataclasses.replace(recipe, **changes)
     check_settings(recipe, lambda name: "--" + name.replace("_", "-"), only=set(changes))
     return recipe.check(f"recipe {args.recipe} with the given flags")

@@ -14,11 +14,12 @@ import base64
 import html
 import io
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from nas.errors import NasError
-from nas.typed_yaml import dump_yaml, read_yaml, write_text_atomic
+from nas.core.errors import NasError
+from nas.core.typed_yaml import dump_yaml, read_yaml, write_text_atomic
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
@@ -44,6 +45,7 @@ def number(value: Any, spec: str = ".4g", scale: float = 1.0, key: str = "") -> 
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[str]], row_class: Iterable[str] | None = None) -> str:
+    """An HTML table with header ``head``, rows of rendered cells and an optional CSS class per row."""
     classes = list(row_class) if row_class is not None else None
     out = ["<table>", "<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>"]
     for i, cells in enumerate(rows):
@@ -54,6 +56,7 @@ def table(head: Iterable[str], rows: Iterable[Iterable[str]], row_class: Iterabl
 
 
 def text_cell(value: Any) -> str:
+    """A left-aligned table cell holding ``value`` (escaped)."""
     return f'<td class="text">{_esc(value)}</td>'
 
 
@@ -69,6 +72,7 @@ def png(fig) -> str:
 
 
 def png_file(path: Path) -> str:
+    """A PNG file as an inline image."""
     return f'<img alt="{_esc(path.name)}" src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}">'
 
 
@@ -93,11 +97,15 @@ def _jsonl(path: Path) -> list[dict]:
 
 # --- sections -------------------------------------------------------------------------------------
 
+
 def config_section(config: Any, title: str = "Config") -> str:
+    """``config`` as YAML, collapsed under the heading ``title``."""
     return f"<h2>{_esc(title)}</h2>\n<details><summary>show</summary><pre>{_esc(dump_yaml(config))}</pre></details>"
 
 
 def curves_section(metrics: list[dict]) -> str:
+    """Loss, learning rate and images/s over the logged steps, and their last values (empty when
+    nothing was logged)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,74 +122,130 @@ def curves_section(metrics: list[dict]) -> str:
         ax.set_title(label)
         ax.grid(alpha=0.3)
     last = points[-1]
-    rows = [[text_cell(k), number(last.get(k), ".4g", key=f"last.{k}")] for k in ("step", "loss", "lr",
-                                                                                  "images_per_s")]
+    rows = [[text_cell(k), number(last.get(k), ".4g", key=f"last.{k}")] for k in ("step", "loss", "lr", "images_per_s")]
     return "<h2>Training curves</h2>\n" + png(fig) + "\n" + table(["last logged", "value"], rows)
 
 
 def result_section(result: dict, title: str = "Result") -> str:
+    """The scalar entries of ``result`` as a table under ``title`` (accuracies in percent)."""
     rows = []
     for key, value in result.items():
         if isinstance(value, (dict, list)):
             continue
-        scale, spec = (100.0, ".2f") if "top1" in key or key in ("accuracy", "start_accuracy", "chance") else \
-            (1.0, ".6g")
+        scale, spec = (
+            (100.0, ".2f") if "top1" in key or key in ("accuracy", "start_accuracy", "chance") else (1.0, ".6g")
+        )
         label = f"{key} (%)" if scale == 100.0 else key
-        rows.append([text_cell(label), number(value, spec, scale, key=f"result.{key}")
-                     if isinstance(value, (int, float)) and not isinstance(value, bool) else text_cell(value)])
+        rows.append(
+            [
+                text_cell(label),
+                number(value, spec, scale, key=f"result.{key}")
+                if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else text_cell(value),
+            ]
+        )
     return f"<h2>{_esc(title)}</h2>\n" + table(["", "value"], rows)
 
 
 def trajectory_section(run: Path) -> str:
+    """A search run's steps as a table and plot, and its Pareto front when optuna wrote one."""
     steps = _jsonl(run / "search.jsonl")
     state = _read_json(run / "state.json") if (run / "state.json").exists() else None
     out = ["<h2>Search trajectory</h2>"]
     if state is not None:
-        out.append(f'<p>Largest sub-network: top-1 <span data-key="start_accuracy" '
-                   f'data-value="{state["start_accuracy"]}">{100 * state["start_accuracy"]:.2f}</span>% on the '
-                   "search split (supernet weights, BatchNorm recalibrated).</p>")
-    rows = [[number(s["step"], "d", key="step"), text_cell(s["action"]),
-             number(s["accuracy"], ".2f", 100, key="accuracy"), number(s["params"] / 1e6, ".3f", key="params_m"),
-             number(s.get("latency_ms"), ".3f", key="latency_ms"), number(s.get("mes"), ".1f", key="mes"),
-             text_cell(s.get("latency_source") or "no latency table")] for s in steps]
+        out.append(
+            f'<p>Largest sub-network: top-1 <span data-key="start_accuracy" '
+            f'data-value="{state["start_accuracy"]}">{100 * state["start_accuracy"]:.2f}</span>% on the '
+            "search split (supernet weights, BatchNorm recalibrated).</p>"
+        )
+    rows = [
+        [
+            number(s["step"], "d", key="step"),
+            text_cell(s["action"]),
+            number(s["accuracy"], ".2f", 100, key="accuracy"),
+            number(s["params"] / 1e6, ".3f", key="params_m"),
+            number(s.get("latency_ms"), ".3f", key="latency_ms"),
+            number(s.get("mes"), ".1f", key="mes"),
+            text_cell(s.get("latency_source") or "no latency table"),
+        ]
+        for s in steps
+    ]
     out.append(table(["step", "action", "top-1 (%)", "params (M)", "latency (ms)", "MES", "latency source"], rows))
     if (run / "trajectory.png").exists():
         out.append(png_file(run / "trajectory.png"))
     front = read_yaml(run / "pareto.yaml", "Pareto front") if (run / "pareto.yaml").exists() else None
     if front:
         out.append("<h2>Pareto front (optuna NSGA-II)</h2>")
-        out.append(table(["top-1 (%)", "params (M)", "latency (ms)", "MES", "digest"], [
-            [number(r["accuracy"], ".2f", 100, key="accuracy"), number(r["params"] / 1e6, ".3f", key="params_m"),
-             number(r.get("latency_ms"), ".3f", key="latency_ms"), number(r.get("mes"), ".1f", key="mes"),
-             text_cell(r["digest"])] for r in front]))
+        out.append(
+            table(
+                ["top-1 (%)", "params (M)", "latency (ms)", "MES", "digest"],
+                [
+                    [
+                        number(r["accuracy"], ".2f", 100, key="accuracy"),
+                        number(r["params"] / 1e6, ".3f", key="params_m"),
+                        number(r.get("latency_ms"), ".3f", key="latency_ms"),
+                        number(r.get("mes"), ".1f", key="mes"),
+                        text_cell(r["digest"]),
+                    ]
+                    for r in front
+                ],
+            )
+        )
         if (run / "pareto.png").exists():
             out.append(png_file(run / "pareto.png"))
     return "\n".join(out)
 
 
 def compare_section(run: Path) -> str:
+    """A comparison's ``result.json``: one row per network (the searched one highlighted), the summary
+    and the plot."""
     result = _read_json(run / "result.json")
     rows, classes = [], []
     for r in result["rows"]:
-        rows.append([text_cell(r["network"]), number(r["top1"], ".2f", 100, key="top1"),
-                     number(r.get("top1_std"), ".2f", 100, key="top1_std"),
-                     text_cell(len(r.get("top1_seeds", [])) or 1),
-                     number(r.get("top1_ema"), ".2f", 100, key="top1_ema"),
-                     number(r.get("supernet_top1"), ".2f", 100, key="supernet_top1"),
-                     number(r["params"] / 1e6, ".3f", key="params_m"), number(r["macs"] / 1e6, ".1f", key="macs_m"),
-                     number(r.get("latency_ms"), ".3f", key="latency_ms"), number(r.get("mes"), ".1f", key="mes"),
-                     text_cell(r["digest"])])
+        rows.append(
+            [
+                text_cell(r["network"]),
+                number(r["top1"], ".2f", 100, key="top1"),
+                number(r.get("top1_std"), ".2f", 100, key="top1_std"),
+                text_cell(len(r.get("top1_seeds", [])) or 1),
+                number(r.get("top1_ema"), ".2f", 100, key="top1_ema"),
+                number(r.get("supernet_top1"), ".2f", 100, key="supernet_top1"),
+                number(r["params"] / 1e6, ".3f", key="params_m"),
+                number(r["macs"] / 1e6, ".1f", key="macs_m"),
+                number(r.get("latency_ms"), ".3f", key="latency_ms"),
+                number(r.get("mes"), ".1f", key="mes"),
+                text_cell(r["digest"]),
+            ]
+        )
         classes.append("searched" if r["kind"] == "searched" else "")
     s = result["summary"]
     summary_rows = [[text_cell(k), number(v, ".4g", key=f"summary.{k}")] for k, v in s.items()]
     objective = result["objective"]
-    out = [f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",
-           table(["network", "top-1 (%)", "± std over seeds", "seeds", "top-1 EMA (%)", "supernet top-1 (%)", "params (M)", "MACs (M)",
-                  "latency (ms)", "MES", "digest"], rows, classes),
-           table(["summary", "value"], summary_rows),
-           "<h3>Where the numbers come from</h3>",
-           "<ul>" + "".join(f'<li class="source"><b>{_esc(k)}</b>: {_esc(v)}</li>'
-                            for k, v in result["sources"].items()) + "</ul>"]
+    out = [
+        f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",
+        table(
+            [
+                "network",
+                "top-1 (%)",
+                "± std over seeds",
+                "seeds",
+                "top-1 EMA (%)",
+                "supernet top-1 (%)",
+                "params (M)",
+                "MACs (M)",
+                "latency (ms)",
+                "MES",
+                "digest",
+            ],
+            rows,
+            classes,
+        ),
+        table(["summary", "value"], summary_rows),
+        "<h3>Where the numbers come from</h3>",
+        "<ul>"
+        + "".join(f'<li class="source"><b>{_esc(k)}</b>: {_esc(v)}</li>' for k, v in result["sources"].items())
+        + "</ul>",
+    ]
     if (run / "compare.png").exists():
         out.append(png_file(run / "compare.png"))
     return "\n".join(out)
@@ -189,7 +253,10 @@ def compare_section(run: Path) -> str:
 
 # --- run kinds ------------------------------------------------------------------------------------
 
+
 def run_kind(run: Path) -> str:
+    """The kind of run in ``run``: ``demo``, ``compare``, ``train-supernet``, ``train`` or ``search``
+    (a :class:`NasError` for anything else)."""
     if (run / "demo.json").exists():
         return "demo"
     if (run / "plan.json").exists():
@@ -199,13 +266,18 @@ def run_kind(run: Path) -> str:
         command = config.get("command") if isinstance(config, dict) else None
         if command in ("train-supernet", "train", "search"):
             return command
-    raise NasError(f"{run}: not a run folder of nas (no demo.json, plan.json or config.yaml of train-supernet, "
-                   "train or search)")
+    raise NasError(
+        f"{run}: not a run folder of nas (no demo.json, plan.json or config.yaml of train-supernet, train or search)"
+    )
 
 
 def sections(run: Path, kind: str) -> list[str]:
+    """The HTML sections of the report of a ``kind`` run (a demo's: those of each of its stages)."""
     if kind in ("train-supernet", "train"):
-        out = [config_section(read_yaml(run / "config.yaml", "run config")), curves_section(_jsonl(run / "metrics.jsonl"))]
+        out = [
+            config_section(read_yaml(run / "config.yaml", "run config")),
+            curves_section(_jsonl(run / "metrics.jsonl")),
+        ]
         if (run / "result.json").exists():
             result = _read_json(run / "result.json")
             out.append(result_section(result))
@@ -222,13 +294,17 @@ def sections(run: Path, kind: str) -> list[str]:
     if kind == "compare":
         plan = _read_json(run / "plan.json")
         out = [config_section(plan["config"])]
-        out.append(compare_section(run) if (run / "result.json").exists() else
-                   "<p>No result yet: the comparison has not finished.</p>")
+        out.append(
+            compare_section(run)
+            if (run / "result.json").exists()
+            else "<p>No result yet: the comparison has not finished.</p>"
+        )
         return out
     demo = _read_json(run / "demo.json")
-    out = [result_section({k: v for k, v in demo["seconds"].items()}, "Time per stage (s)"),
-           result_section({"target_mes": demo["target_mes"], "space": demo["space"], "device": demo["device"]},
-                          "Demo")]
+    out = [
+        result_section({k: v for k, v in demo["seconds"].items()}, "Time per stage (s)"),
+        result_section({"target_mes": demo["target_mes"], "space": demo["space"], "device": demo["device"]}, "Demo"),
+    ]
     for stage in ("supernet", "search", "compare"):
         folder = run / stage
         if folder.is_dir():
@@ -244,9 +320,11 @@ def write_report(run: str | Path, out: str | Path | None = None) -> Path:
         raise NasError(f"{run}: run folder not found")
     kind = run_kind(run)
     body = "\n".join(s for s in sections(run, kind) if s)
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>nas report: {_esc(run.name)}'
-            f"</title><style>{STYLE}</style></head><body>\n<h1>{_esc(kind)} run <code>{_esc(run.name)}</code></h1>\n"
-            f"{body}\n</body></html>\n")
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>nas report: {_esc(run.name)}'
+        f"</title><style>{STYLE}</style></head><body>\n<h1>{_esc(kind)} run <code>{_esc(run.name)}</code></h1>\n"
+        f"{body}\n</body></html>\n"
+    )
     out = Path(out) if out else run / "report.html"
     write_text_atomic(out, page)
     return out

@@ -1,7 +1,7 @@
 """What each kind of run records about itself: typed, frozen, and checked on ``--resume``.
 
 Every run folder holds its settings (``config.yaml``, or ``plan.json``'s ``config`` for a
-comparison), read back through :func:`nas.typed_yaml.from_mapping` into one of these dataclasses.
+comparison), read back through :func:`nas.core.typed_yaml.from_mapping` into one of these dataclasses.
 Resuming compares every field of the saved and the new settings except those marked ``free``
 (paths and labels that do not change a result), so a setting added to a run kind is in its resume
 check by default and cannot be forgotten. Files are identified by content digests (the supernet
@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nas.errors import NasError
+from nas.core.errors import NasError
+from nas.core.typed_yaml import REQUIRED, differences, from_mapping, read_yaml, setting
 from nas.recipe import RENAMED_KEYS, Recipe
-from nas.typed_yaml import REQUIRED, differences, from_mapping, read_yaml, setting
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class SearchRunConfig:
     img_size: int
     seed: int
     num_classes: int
+    space_file: str = setting("", free=True)  # where the space was read from (nas.space.recorded_source)
     command: str = setting("search", choices=("search",))
     supernet_digest: str = ""  # SHA-256 of the supernet checkpoint the accuracies come from
     bn_calib_batches: int | None = None  # the one used (the supernet recipe's unless overridden)
@@ -132,8 +133,10 @@ class RankCheckRunConfig:
     recipe_name: str = setting("", free=True)
 
 
-RUN_CONFIGS = {c.__dataclass_fields__["command"].default: c
-               for c in (SupernetRunConfig, FixedRunConfig, SearchRunConfig, CompareRunConfig, RankCheckRunConfig)}
+RUN_CONFIGS = {
+    c.__dataclass_fields__["command"].default: c
+    for c in (SupernetRunConfig, FixedRunConfig, SearchRunConfig, CompareRunConfig, RankCheckRunConfig)
+}
 
 
 def as_dict(config: Any) -> dict[str, Any]:
@@ -151,8 +154,7 @@ def run_config_from(data: Any, where: str | os.PathLike, cls: type | None = None
     if cls is None:
         cls = RUN_CONFIGS.get(data.get("command"))
         if cls is None:
-            raise NasError(f"{where}: unknown run kind {data.get('command')!r}; "
-                           f"known: {', '.join(RUN_CONFIGS)}")
+            raise NasError(f"{where}: unknown run kind {data.get('command')!r}; known: {', '.join(RUN_CONFIGS)}")
     if isinstance(data.get("recipe"), dict):
         data = {**data, "recipe": {RENAMED_KEYS.get(k, k): v for k, v in data["recipe"].items()}}
     return from_mapping(cls, data, where)
@@ -172,8 +174,8 @@ def require_resumable(saved: Any, now: Any, where: str | os.PathLike) -> None:
         return
     key, before, after = diffs[0]
     if before in ("", None) and after not in ("", None):
-        raise NasError(f"{where}: cannot resume: the run does not record {key} (written by an older version); "
-                       "start a new run")
+        raise NasError(
+            f"{where}: cannot resume: the run does not record {key} (written by an older version); start a new run"
+        )
     more = f" (and {len(diffs) - 1} more: {', '.join(k for k, _, _ in diffs[1:4])})" if len(diffs) > 1 else ""
     raise NasError(f"{where}: cannot resume with a different {key} ({before!r} in the run, {after!r} now){more}")
-

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ def _alive(holder: dict[str, Any]) -> bool:
 
 
 def describe(holder: dict[str, Any]) -> str:
+    """A lock holder for messages: pid, host, command and since when."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder.get("since", 0)))
     return f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('command') or 'a nas command'}, since {when})"
 
@@ -68,11 +69,17 @@ class RunLock:
     @property
     def target(self) -> Path:
         """What the lock guards: the folder, or the one file a named lock is for."""
-        return self.folder if self.path.name == LOCK_NAME else self.folder / self.path.name[1:-len(".lock")]
+        return self.folder if self.path.name == LOCK_NAME else self.folder / self.path.name[1 : -len(".lock")]
 
     def _record(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "host": socket.gethostname(), "started_ticks": _process_start(os.getpid()),
-                "since": time.time(), "command": self.command, "token": self._token}
+        return {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_ticks": _process_start(os.getpid()),
+            "since": time.time(),
+            "command": self.command,
+            "token": self._token,
+        }
 
     def _read(self, path: Path) -> dict[str, Any] | None:
         try:
@@ -98,11 +105,14 @@ class RunLock:
                 if holder is None:
                     continue  # released meanwhile
                 if holder.get("host") not in (None, socket.gethostname()):
-                    raise NasError(f"{self.target} is in use by {describe(holder)}; wait for it to finish, or delete "
-                                   f"{self.path} if that process is gone")
+                    raise NasError(
+                        f"{self.target} is in use by {describe(holder)}; wait for it to finish, or delete "
+                        f"{self.path} if that process is gone"
+                    )
                 if _alive(holder):
-                    raise NasError(f"{self.target} is in use by {describe(holder)}; wait for it to finish or "
-                                   "choose another output")
+                    raise NasError(
+                        f"{self.target} is in use by {describe(holder)}; wait for it to finish or choose another output"
+                    )
                 self._take_over(holder)
             raise NasError(f"{self.path}: could not take the lock (it keeps changing hands)")
         finally:

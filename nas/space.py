@@ -1,47 +1,17 @@
-"""SearchSpace: the choices per stage, the named members, and moves inside the space.
-
-A space is a YAML file under ``search_configs/spaces/`` (or any path). Per stage it lists the
-allowed depths, widths, FFN expansion ratios and attention-block counts; an ArchConfig stores the
-resulting integer hidden widths (``ratio * width``), so ratios never need to round-trip.
-
-Block placement (EfficientFormerV2 §4.1, timm ``num_vit``): the attention blocks of a stage are its
-last blocks. In the supernet a stage has ``max(depths)`` block slots, the last ``max(attention)``
-of which carry attention; a sub-network's FFN-only blocks use the first slots and its attention
-blocks the last ones (:func:`block_slots`), so a timm model with the largest configuration is
-exactly the largest sub-network.
+"""Search spaces as files: ``search_configs/spaces/<name>.yaml`` (or any path), read with the rules
+of their family (:func:`supernets.get_family`). The space itself is :class:`nas.core.space.SearchSpace`.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import random
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
 
-from nas.arch import BLOCK_TYPES, FAMILIES, ArchConfig
-from nas.errors import NasError
-from nas.typed_yaml import from_mapping, read_yaml
-
-@dataclass(frozen=True)
-class FamilyRules:
-    """What a family's spaces may contain."""
-
-    attention_stages: tuple[int, ...]  # 0-based stages that may hold attention blocks
-    fixed_attention: int | None = None  # every stage has exactly this many (SwiftFormer: its one encoder)
-    block_choice: bool = False  # per-position block choice with identity (EfficientFormer)
-
-
-FAMILY_RULES = {
-    # MB3D only in stages 3 and 4 (EfficientFormer §4.2, eq. 7).
-    "efficientformer": FamilyRules(attention_stages=(2, 3), block_choice=True),
-    # MHSA blocks only in stages 3 and 4 (EfficientFormerV2 §4.1).
-    "efficientformerv2": FamilyRules(attention_stages=(2, 3)),
-    # One SwiftFormer encoder closes every stage (SwiftFormer §3.3).
-    "swiftformer": FamilyRules(attention_stages=(0, 1, 2, 3), fixed_attention=1),
-}
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import read_yaml
+from supernets import family_rules, get_family
 
 
 def config_root() -> Path:
@@ -50,360 +20,20 @@ def config_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "search_configs"
 
 
-def block_slots(depth: int, attention: int, max_depth: int) -> tuple[int, ...]:
-    """Supernet slot of each block of a stage with ``depth`` blocks, the last ``attention`` of them
-    with attention: FFN-only blocks take the first slots, attention blocks the last ones."""
-    ffn = depth - attention
-    return tuple(range(ffn)) + tuple(range(max_depth - attention, max_depth))
+def recorded_source(space: SearchSpace) -> str:
+    """Where the space was read from, as a run records it: a shipped space relative to the
+    repository (``search_configs/spaces/x.yaml``), so no machine's path lands in a run's files; a
+    user's space file as given."""
 
-
-def slots_of_types(types: tuple[str, ...]) -> tuple[int, ...]:
-    """Positions of the kept blocks in an EfficientFormer stage's choice list."""
-    return tuple(i for i, b in enumerate(types) if b != "skip")
-
-
-def _fmt(values) -> str:
-    return ", ".join(str(v) for v in values)
-
-
-@dataclass(frozen=True)
-class StageSpace:
-    """The choices of one stage."""
-
-    depths: tuple[int, ...]
-    widths: tuple[int, ...]
-    expansion_ratios: tuple[int, ...] = ()
-    attention: tuple[int, ...] = (0,)
-    #: Per supernet slot, the largest expansion ratio (defaults to max(expansion_ratios) everywhere).
-    #: Lets a space's largest network be a given model, e.g. EfficientFormerV2-L.
-    max_expansion_ratios: tuple[int, ...] | None = None
-
-    @property
-    def max_depth(self) -> int:
-        return max(self.depths)
-
-    @property
-    def max_width(self) -> int:
-        return max(self.widths)
-
-    @property
-    def max_attention(self) -> int:
-        return max(self.attention)
-
-    def slot_max_ratio(self, slot: int) -> int:
-        if self.max_expansion_ratios is not None:
-            return self.max_expansion_ratios[slot]
-        return max(self.expansion_ratios) if self.expansion_ratios else 0
-
-    def ratios_at(self, slot: int) -> tuple[int, ...]:
-        top = self.slot_max_ratio(slot)
-        return tuple(r for r in self.expansion_ratios if r <= top)
-
-    def max_hidden(self, slot: int) -> int:
-        """Hidden width of the supernet's block in ``slot``."""
-        return self.slot_max_ratio(slot) * self.max_width
-
-    def attention_choices(self, depth: int) -> tuple[int, ...]:
-        return tuple(a for a in self.attention if a <= depth)
-
-
-@dataclass(frozen=True)
-class Action:
-    """One shrinking step from an architecture (the frontier of greedy slimming)."""
-
-    kind: str  # remove_block | remove_attention | narrow_stage | lower_hidden
-    stage: int  # 0-based
-    block: int | None = None
-
-    def describe(self) -> str:
-        where = f"stage {self.stage + 1}" + (f" block {self.block + 1}" if self.block is not None else "")
-        return f"{self.kind.replace('_', ' ')} ({where})"
-
-
-@dataclass(frozen=True)
-class _SpaceFile:
-    family: str
-    stages: tuple[StageSpace, ...]
-    description: str = ""
-    members: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, eq=False)
-class SearchSpace:
-    """A family's search space, loaded from YAML with :func:`load_space`."""
-
-    name: str
-    family: str
-    stages: tuple[StageSpace, ...]
-    description: str = ""
-    members: dict[str, ArchConfig] = field(default_factory=dict)
-    source: str = ""
-
-    # --- construction --------------------------------------------------------------------------
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "SearchSpace":
-        path = Path(path)
-        raw = from_mapping(_SpaceFile, read_yaml(path, "search space"), str(path))
-        if raw.family not in FAMILIES:
-            raise NasError(f"{path}: family: unknown family {raw.family!r}; known families: {_fmt(FAMILIES)}")
-        space = cls(name=path.stem, family=raw.family, stages=raw.stages, description=raw.description.strip(),
-                    source=str(path))
-        space._check_definition(str(path))
-        members = {}
-        for member, data in raw.members.items():
-            if isinstance(data, dict):  # a member's family is the space's
-                data = {"family": raw.family, **data}
-            arch = ArchConfig.from_dict(data, where=f"{path}: members.{member}")
-            space.validate(arch, where=f"{path}: members.{member}")
-            members[member] = arch
-        object.__setattr__(space, "members", members)
-        return space
-
-    def _check_definition(self, where: str) -> None:
-        if len(self.stages) != 4:
-            raise NasError(f"{where}: stages: {self.family} has 4 stages, got {len(self.stages)}")
-        for s, st in enumerate(self.stages):
-            at = f"{where}: stages[{s}]"
-            for name in ("depths", "widths", "attention"):
-                values = getattr(st, name)
-                if not values or any(v < 0 for v in values) or list(values) != sorted(set(values)):
-                    raise NasError(f"{at}.{name}: give distinct non-negative values in increasing order, got {list(values)}")
-            if min(st.depths) < 1 or min(st.widths) < 1:
-                raise NasError(f"{at}: depths and widths must be at least 1")
-            if not st.expansion_ratios or min(st.expansion_ratios) < 1 or list(st.expansion_ratios) != sorted(set(st.expansion_ratios)):
-                raise NasError(f"{at}.expansion_ratios: give distinct positive integers in increasing order")
-            if st.max_attention > st.max_depth:
-                raise NasError(f"{at}.attention: {st.max_attention} attention blocks exceed the largest depth {st.max_depth}")
-            rules = FAMILY_RULES[self.family]
-            if s not in rules.attention_stages and st.attention != (0,):
-                raise NasError(f"{at}.attention: {self.family} has attention only in stages "
-                               f"{_fmt(i + 1 for i in rules.attention_stages)}; use [0]")
-            if rules.fixed_attention is not None and st.attention != (rules.fixed_attention,):
-                raise NasError(f"{at}.attention: every {self.family} stage ends in exactly "
-                               f"{rules.fixed_attention} attention block; use [{rules.fixed_attention}]")
-            if min(st.widths) < 2 and s == 0:
-                raise NasError(f"{at}.widths: the stem halves the first width; use at least 2")
-            if st.max_expansion_ratios is not None:
-                if len(st.max_expansion_ratios) != st.max_depth:
-                    raise NasError(f"{at}.max_expansion_ratios: give one ratio per block slot ({st.max_depth})")
-                bad = [r for r in st.max_expansion_ratios if r not in st.expansion_ratios]
-                if bad:
-                    raise NasError(f"{at}.max_expansion_ratios: {bad[0]} is not one of expansion_ratios "
-                                   f"({_fmt(st.expansion_ratios)})")
-
-    # --- membership ----------------------------------------------------------------------------
-
-    def validate(self, arch: ArchConfig, where: str = "arch") -> ArchConfig:
-        """Check that ``arch`` is in this space; the error names the stage, field and allowed values."""
-        if arch.family != self.family:
-            raise NasError(f"{where}: family {arch.family!r} does not match space {self.name!r} ({self.family})")
-        n = len(self.stages)
-        if arch.num_stages != n:
-            raise NasError(f"{where}: depths: {arch.num_stages} stages, space {self.name!r} has {n}")
-        if len(arch.attention) != n:
-            raise NasError(f"{where}: attention: give one count per stage ({n} stages)")
-        if len(arch.hidden_widths) != n:
-            raise NasError(f"{where}: hidden_widths: give one list per stage ({n} stages)")
-        for s, st in enumerate(self.stages):
-            at = f"{where}: stage {s + 1}"
-            depth, width, att = arch.depths[s], arch.widths[s], arch.attention[s]
-            if depth not in st.depths:
-                raise NasError(f"{at}: depths[{s}] = {depth} is not allowed; allowed: {_fmt(st.depths)}")
-            if width not in st.widths:
-                raise NasError(f"{at}: widths[{s}] = {width} is not allowed; allowed: {_fmt(st.widths)}")
-            if att not in st.attention_choices(depth):
-                raise NasError(f"{at}: attention[{s}] = {att} is not allowed at depth {depth}; "
-                               f"allowed: {_fmt(st.attention_choices(depth))}")
-            slots = self._check_placement(arch, s, at)
-            for b, hidden in enumerate(arch.hidden_widths[s]):
-                allowed = [r * width for r in st.ratios_at(slots[b])]
-                if hidden not in allowed:
-                    raise NasError(f"{at}: hidden_widths[{s}][{b}] = {hidden} is not allowed for width {width}; "
-                                   f"allowed: {_fmt(allowed)} (expansion ratios {_fmt(st.ratios_at(slots[b]))})")
-        return arch
-
-    def _check_placement(self, arch: ArchConfig, s: int, at: str) -> tuple[int, ...]:
-        """Validate where the blocks of stage ``s`` sit; returns their supernet slots."""
-        st = self.stages[s]
-        if not FAMILY_RULES[self.family].block_choice:
-            if arch.block_types:
-                raise NasError(f"{at}: block_types is only used by EfficientFormer spaces; remove it")
-            return block_slots(arch.depths[s], arch.attention[s], st.max_depth)
-        if len(arch.block_types) != len(self.stages):
-            raise NasError(f"{at}: block_types: give the choice at every position of every stage "
-                           f"({', '.join(BLOCK_TYPES)})")
-        types = arch.block_types[s]
-        if len(types) != st.max_depth:
-            raise NasError(f"{at}: block_types[{s}] has {len(types)} positions; the stage has {st.max_depth}")
-        kept = [b for b in types if b != "skip"]
-        if "mb3d" in kept and "mb4d" in kept[kept.index("mb3d"):]:
-            raise NasError(f"{at}: block_types[{s}]: mb4d after mb3d; the 3D blocks of a stage come last "
-                           "(one reshape to tokens, EfficientFormer §4.1)")
-        return slots_of_types(types)
-
-    def slots(self, arch: ArchConfig, s: int) -> tuple[int, ...]:
-        """Supernet slot of each block of stage ``s``."""
-        if arch.block_types:
-            return slots_of_types(arch.block_types[s])
-        return block_slots(arch.depths[s], arch.attention[s], self.stages[s].max_depth)
-
-    def contains(self, arch: ArchConfig) -> bool:
-        try:
-            self.validate(arch)
-        except NasError:
-            return False
-        return True
-
-    def named(self, name: str) -> ArchConfig:
-        try:
-            return self.members[name]
-        except KeyError:
-            raise NasError(f"space {self.name!r} has no member {name!r}; members: {_fmt(self.members) or 'none'}") from None
-
-    def resolve(self, spec: str) -> tuple[str, ArchConfig]:
-        """A named member or the path of an arch YAML, validated; returns (label, arch)."""
-        if spec in self.members:
-            return spec, self.members[spec]
-        path = Path(spec)
-        if path.suffix in (".yaml", ".yml") or path.exists():
-            arch = ArchConfig.load(path)
-            return str(path), self.validate(arch, where=str(path))
-        raise NasError(f"{spec!r} is neither a member of space {self.name!r} ({_fmt(self.members)}) nor an arch YAML file")
-
-    # --- special points ------------------------------------------------------------------------
-
-    def _arch(self, depths, widths, attention, ratio_of, kept=None) -> ArchConfig:
-        """Build an arch; ``kept[s]`` (EfficientFormer) are the positions of the kept blocks."""
-        hidden, types = [], []
-        for s, st in enumerate(self.stages):
-            if FAMILY_RULES[self.family].block_choice:
-                positions = kept[s] if kept is not None else tuple(range(depths[s]))
-                stage_types = ["skip"] * st.max_depth
-                for i, pos in enumerate(positions):
-                    stage_types[pos] = "mb3d" if i >= depths[s] - attention[s] else "mb4d"
-                types.append(tuple(stage_types))
-                slots = tuple(positions)
-            else:
-                slots = block_slots(depths[s], attention[s], st.max_depth)
-            hidden.append(tuple(ratio_of(st, slot) * widths[s] for slot in slots))
-        return ArchConfig(self.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden), tuple(types))
-
-    def largest(self) -> ArchConfig:
-        return self._arch([st.max_depth for st in self.stages], [st.max_width for st in self.stages],
-                          [st.max_attention for st in self.stages], lambda st, slot: st.slot_max_ratio(slot))
-
-    def smallest(self) -> ArchConfig:
-        depths = [min(st.depths) for st in self.stages]
-        return self._arch(depths, [min(st.widths) for st in self.stages],
-                          [min(st.attention_choices(d)) for st, d in zip(self.stages, depths)],
-                          lambda st, slot: min(st.ratios_at(slot)))
-
-    def sample(self, rng: random.Random) -> ArchConfig:
-        """A sub-network with every choice drawn uniformly and independently: depth, width,
-        attention count (among those that fit the depth), which positions are kept
-        (EfficientFormer) and each block's expansion ratio."""
-        depths, widths, attention, kept = [], [], [], []
-        for st in self.stages:
-            depth = rng.choice(st.depths)
-            depths.append(depth)
-            widths.append(rng.choice(st.widths))
-            attention.append(rng.choice(st.attention_choices(depth)))
-            kept.append(tuple(sorted(rng.sample(range(st.max_depth), depth))))
-        return self._arch(depths, widths, attention, lambda st, slot: rng.choice(st.ratios_at(slot)), kept)
-
-    @cached_property
-    def size(self) -> int:
-        """The number of distinct sub-networks in the space."""
-        total = 1
-        for st in self.stages:
-            per_stage = 0
-            if FAMILY_RULES[self.family].block_choice:
-                # Sum over kept-position subsets of size d of the product of their ratio counts:
-                # the coefficients of prod_slot (1 + n_slot x).
-                coeffs = [1]
-                for slot in range(st.max_depth):
-                    n = len(st.ratios_at(slot))
-                    coeffs = [a + n * b for a, b in zip(coeffs + [0], [0] + coeffs)]
-                for depth in st.depths:
-                    per_stage += coeffs[depth] * len(st.attention_choices(depth))
-            else:
-                for depth in st.depths:
-                    for att in st.attention_choices(depth):
-                        slots = block_slots(depth, att, st.max_depth)
-                        per_stage += math.prod(len(st.ratios_at(slot)) for slot in slots)
-            total *= per_stage * len(st.widths)
-        return total
-
-    # --- moves ---------------------------------------------------------------------------------
-
-    def shrink_actions(self, arch: ArchConfig) -> Iterator[tuple[Action, ArchConfig]]:
-        """Every one-step shrink of ``arch`` that stays in the space (the search frontier).
-
-        remove_block drops a block: in EfficientFormer any kept block (its position becomes the
-        identity); elsewhere the stage's last FFN-only block (or, with none left, its first
-        attention block). remove_attention turns the stage's first attention block into an
-        FFN-only (MB4D) block. narrow_stage takes the next smaller width, keeping every block's
-        expansion ratio. lower_hidden takes one block's next smaller ratio.
-        """
-        block_choice = FAMILY_RULES[self.family].block_choice
-        for s, st in enumerate(self.stages):
-            depth, width, att = arch.depths[s], arch.widths[s], arch.attention[s]
-            hidden = arch.hidden_widths[s]
-            slots = self.slots(arch, s)
-            candidates: list[tuple[Action, ArchConfig]] = []
-            if block_choice:
-                types = arch.block_types[s]
-                for b, pos in enumerate(slots):
-                    new_types = types[:pos] + ("skip",) + types[pos + 1:]
-                    candidates.append((Action("remove_block", s, b), self._with_stage(
-                        arch, s, depth=depth - 1, attention=att - (types[pos] == "mb3d"),
-                        hidden=hidden[:b] + hidden[b + 1:], types=new_types)))
-                if att > 0:
-                    pos = types.index("mb3d")
-                    candidates.append((Action("remove_attention", s, slots.index(pos)), self._with_stage(
-                        arch, s, attention=att - 1, types=types[:pos] + ("mb4d",) + types[pos + 1:])))
-            else:
-                if depth - att > 0:  # drop the last FFN-only block
-                    drop = depth - att - 1
-                    candidates.append((Action("remove_block", s, drop), self._with_stage(
-                        arch, s, depth=depth - 1, hidden=hidden[:drop] + hidden[drop + 1:])))
-                elif att > 0:  # only attention blocks left: drop the first one whole
-                    candidates.append((Action("remove_block", s, 0), self._with_stage(
-                        arch, s, depth=depth - 1, attention=att - 1, hidden=hidden[1:])))
-                if att > 0:
-                    candidates.append((Action("remove_attention", s, depth - att),
-                                       self._with_stage(arch, s, attention=att - 1)))
-            smaller = [w for w in st.widths if w < width]
-            if smaller:
-                new_w = smaller[-1]
-                candidates.append((Action("narrow_stage", s), self._with_stage(
-                    arch, s, width=new_w, hidden=tuple(h // width * new_w for h in hidden))))
-            for b, h in enumerate(hidden):
-                lower = [r for r in st.ratios_at(slots[b]) if r * width < h]
-                if lower:
-                    new_hidden = hidden[:b] + (lower[-1] * width,) + hidden[b + 1:]
-                    candidates.append((Action("lower_hidden", s, b), self._with_stage(arch, s, hidden=new_hidden)))
-            for action, new in candidates:
-                if self.contains(new):
-                    yield action, new
-
-    def _with_stage(self, arch: ArchConfig, s: int, depth=None, width=None, attention=None, hidden=None,
-                    types=None) -> ArchConfig:
-        def put(values, value):
-            return tuple(value if i == s else v for i, v in enumerate(values))
-
-        return arch.replace(
-            depths=put(arch.depths, arch.depths[s] if depth is None else depth),
-            widths=put(arch.widths, arch.widths[s] if width is None else width),
-            attention=put(arch.attention, arch.attention[s] if attention is None else attention),
-            hidden_widths=put(arch.hidden_widths, arch.hidden_widths[s] if hidden is None else tuple(hidden)),
-            block_types=put(arch.block_types, arch.block_types[s] if types is None else tuple(types))
-            if arch.block_types else (),
-        )
+    root = config_root().resolve()
+    try:
+        return str(Path(space.source).resolve().relative_to(root.parent))
+    except ValueError:
+        return space.source
 
 
 def available_spaces() -> list[str]:
+    """The names of the shipped spaces (files in ``search_configs/spaces/``)."""
     return sorted(p.stem for p in (config_root() / "spaces").glob("*.yaml"))
 
 
@@ -414,11 +44,13 @@ def load_space(name_or_path: str | os.PathLike) -> SearchSpace:
     text = str(name_or_path)
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or os.sep in text or path.exists():
-        return SearchSpace.from_file(path)
+        return SearchSpace.from_file(path, family_rules)
     candidate = config_root() / "spaces" / f"{text}.yaml"
     if not candidate.exists():
-        raise NasError(f"unknown search space {text!r}; available: {_fmt(available_spaces())} (or give a YAML path)")
-    return SearchSpace.from_file(candidate)
+        raise NasError(
+            f"unknown search space {text!r}; available: {', '.join(available_spaces())} (or give a YAML path)"
+        )
+    return SearchSpace.from_file(candidate, family_rules)
 
 
 def find_space(arch_spec: str, space_name: str | None = None) -> SearchSpace:
@@ -431,9 +63,12 @@ def find_space(arch_spec: str, space_name: str | None = None) -> SearchSpace:
     path = Path(arch_spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
         arch = ArchConfig.load(path)
+        get_family(arch.family)  # an unknown family is named as such
         run_config = path.parent / "config.yaml"
         if run_config.exists():
             saved = read_yaml(run_config, "run config") or {}
+            if isinstance(saved, dict) and saved.get("space_file") and Path(saved["space_file"]).exists():
+                return load_space(saved["space_file"])  # a space file of the user's
             if isinstance(saved, dict) and saved.get("space") in available_spaces():
                 return load_space(saved["space"])
         names = [arch.family] + [n for n in available_spaces() if n != arch.family]

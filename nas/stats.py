@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,8 +30,13 @@ def pooled_std(groups: Sequence[Sequence[float]]) -> float:
     return math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in groups if len(g) > 1) / dof)
 
 
-def bootstrap_margins(searched: Sequence[float], randoms: Sequence[Sequence[float]], seed: int = 0,
-                      replicates: int = 10_000, level: float = 0.95) -> dict[str, float]:
+def bootstrap_margins(
+    searched: Sequence[float],
+    randoms: Sequence[Sequence[float]],
+    seed: int = 0,
+    replicates: int = 10_000,
+    level: float = 0.95,
+) -> dict[str, float]:
     """The searched network's margin over the random networks' mean and over the best random
     network (by mean over seeds), with percentile bootstrap intervals at ``level``.
 

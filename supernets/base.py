@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn as nn
 from timm.layers import to_2tuple
 
-from nas.arch import ArchConfig
-from nas.signature import BlockSignature
-from nas.space import SearchSpace, StageSpace
+from nas.core.arch import ArchConfig
+from nas.core.signature import BlockSignature
+from nas.core.space import SearchSpace, StageSpace
 from supernets.elastic_ops import copy_sliced_state
 
 NUM_STAGES = 4
@@ -38,8 +38,16 @@ class SupernetBase(nn.Module):
     pool_dims: tuple[int, ...] | int = (2, 3)
     family: str = ""
 
-    def __init__(self, space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3,
-                 drop_rate: float = 0.0, drop_path_rate: float = 0.0, layer_scale_init_value: float = 1e-5):
+    def __init__(
+        self,
+        space: SearchSpace,
+        img_size=224,
+        num_classes: int = 1000,
+        in_chans: int = 3,
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        layer_scale_init_value: float = 1e-5,
+    ):
         super().__init__()
         if space.family != self.family:
             raise ValueError(f"space {space.name!r} is a {space.family} space, not {self.family}")
@@ -88,19 +96,28 @@ def slot_key_map(slots: list[tuple[int, ...]]) -> Callable[[str], str]:
         if m is None:
             return key
         s, b = int(m.group(1)), int(m.group(2))
-        return f"stages.{s}.blocks.{slots[s][b]}." + key[m.end():]
+        return f"stages.{s}.blocks.{slots[s][b]}." + key[m.end() :]
 
     return key_map
 
 
-def extract_static(net: SupernetBase, arch: ArchConfig, build_static: Callable[..., nn.Module],
-                   key_map: Callable[[str], str]) -> nn.Module:
+def extract_static(
+    net: SupernetBase, arch: ArchConfig, build_static: Callable[..., nn.Module], key_map: Callable[[str], str]
+) -> nn.Module:
     """Build the static model of ``arch`` (already validated) on the supernet's device and dtype and
     fill it with the leading slices of the supernet tensors that ``key_map`` names. Pure."""
     param = next(net.parameters())
-    static = build_static(arch, img_size=net.img_size, num_classes=net.num_classes, in_chans=net.in_chans,
-                          distillation=net.head_dist is not None, drop_rate=net.drop_rate,
-                          layer_scale_init_value=net.layer_scale_init_value, device=param.device, dtype=param.dtype)
+    static = build_static(
+        arch,
+        img_size=net.img_size,
+        num_classes=net.num_classes,
+        in_chans=net.in_chans,
+        distillation=net.head_dist is not None,
+        drop_rate=net.drop_rate,
+        layer_scale_init_value=net.layer_scale_init_value,
+        device=param.device,
+        dtype=param.dtype,
+    )
     with torch.no_grad():
         copy_sliced_state(static, net.state_dict(), key_map)
     static.train(net.training)
@@ -123,9 +140,14 @@ class ClassifierHead(nn.Module):
         return (self.head(x) + self.head_dist(x)) / 2
 
 
-def arch_signatures(arch: ArchConfig, img_size, num_classes: int, in_chans: int,
-                    downsample_kind: Callable[[int], str],
-                    stage_blocks: Callable[[int, tuple[int, int]], Iterable[BlockSignature]]) -> list[BlockSignature]:
+def arch_signatures(
+    arch: ArchConfig,
+    img_size,
+    num_classes: int,
+    in_chans: int,
+    downsample_kind: Callable[[int], str],
+    stage_blocks: Callable[[int, tuple[int, int]], Iterable[BlockSignature]],
+) -> list[BlockSignature]:
     """The blocks of ``arch`` in forward order: stem, per stage its downsampling (stages 2-4) and
     the blocks ``stage_blocks(stage, resolution)`` lists, then the head."""
     size = to_2tuple(img_size)
@@ -145,10 +167,14 @@ def stage_input_resolutions(img_size) -> list[tuple[int, int]]:
     return [res[0]] + res[:-1]
 
 
-def enumerate_signatures(space: SearchSpace, img_size, num_classes: int, in_chans: int,
-                         downsample_kind: Callable[[int], str],
-                         stage_blocks: Callable[[int, StageSpace, int, tuple[int, int]], Iterable[BlockSignature]]
-                         ) -> set[BlockSignature]:
+def enumerate_signatures(
+    space: SearchSpace,
+    img_size,
+    num_classes: int,
+    in_chans: int,
+    downsample_kind: Callable[[int], str],
+    stage_blocks: Callable[[int, StageSpace, int, tuple[int, int]], Iterable[BlockSignature]],
+) -> set[BlockSignature]:
     """Every block signature some sub-network of ``space`` contains: the stem at every stage-1
     width, every downsampling between every pair of widths, the blocks ``stage_blocks`` lists for
     every stage width, and the head at every last-stage width."""
@@ -157,8 +183,11 @@ def enumerate_signatures(space: SearchSpace, img_size, num_classes: int, in_chan
     sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
     for s, st in enumerate(space.stages):
         if s > 0:
-            sigs |= {BlockSignature(downsample_kind(s), w_in, w, 0, res[s - 1], 2)
-                     for w_in in space.stages[s - 1].widths for w in st.widths}
+            sigs |= {
+                BlockSignature(downsample_kind(s), w_in, w, 0, res[s - 1], 2)
+                for w_in in space.stages[s - 1].widths
+                for w in st.widths
+            }
         for w in st.widths:
             sigs |= set(stage_blocks(s, st, w, res[s]))
     sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}

@@ -35,9 +35,12 @@ from timm.models.efficientformer import (
     Stem4,
 )
 
-from nas.arch import BLOCK_TYPES, ArchConfig
-from nas.signature import BlockSignature
-from nas.space import FAMILY_RULES, SearchSpace, slots_of_types
+from nas.core.arch import BLOCK_TYPES, ArchConfig
+from nas.core.errors import NasError
+from nas.core.family import ActionsFn, Family, SpaceRules
+from nas.core.signature import BlockSignature
+from nas.core.space import Action, SearchSpace, slots_of_types
+from supernets import register_family
 from supernets.base import (
     NUM_STAGES,
     ClassifierHead,
@@ -81,8 +84,12 @@ class TokensToMap(nn.Module):
 class ElasticStem4(Elastic, Stem4):
     """Two stride-2 3x3 conv-BN-ReLU layers (ReLU as in the released code)."""
 
-    elastic_children = {"conv1": ElasticConv2d, "norm1": ElasticBatchNorm2d,
-                        "conv2": ElasticConv2d, "norm2": ElasticBatchNorm2d}
+    elastic_children = {
+        "conv1": ElasticConv2d,
+        "norm1": ElasticBatchNorm2d,
+        "conv2": ElasticConv2d,
+        "norm2": ElasticBatchNorm2d,
+    }
 
     def forward(self, x: torch.Tensor, width: int) -> torch.Tensor:
         x = self.act1(self.norm1(self.conv1(x, width // 2)))
@@ -90,6 +97,8 @@ class ElasticStem4(Elastic, Stem4):
 
 
 class ElasticDownsample(Elastic, Downsample):
+    """Elastic version of timm's EfficientFormer ``Downsample``: strided conv and BN; ``out_channels``
+    selects the first filters."""
     elastic_children = {"conv": ElasticConv2d, "norm": ElasticBatchNorm2d}
 
     def forward(self, x: torch.Tensor, out_channels: int) -> torch.Tensor:
@@ -97,8 +106,14 @@ class ElasticDownsample(Elastic, Downsample):
 
 
 class ElasticConvMlp(Elastic, ConvMlpWithNorm):
-    elastic_children = {"fc1": ElasticConv2d, "norm1": ElasticBatchNorm2d, "fc2": ElasticConv2d,
-                        "norm2": ElasticBatchNorm2d}
+    """Elastic version of timm's ``ConvMlpWithNorm``: 1x1 conv-BN to ``hidden``, activation, 1x1 conv-BN
+    back to the input width."""
+    elastic_children = {
+        "fc1": ElasticConv2d,
+        "norm1": ElasticBatchNorm2d,
+        "fc2": ElasticConv2d,
+        "norm2": ElasticBatchNorm2d,
+    }
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
         width = x.shape[1]
@@ -125,8 +140,10 @@ class ElasticAttention(Elastic, Attention):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, C = x.shape
         if N != self.attention_bias_idxs.shape[0]:
-            raise ValueError(f"MB3D attention was built for {self.attention_bias_idxs.shape[0]} tokens but got {N}: "
-                             "build the supernet with the input size you run it at")
+            raise ValueError(
+                f"MB3D attention was built for {self.attention_bias_idxs.shape[0]} tokens but got {N}: "
+                "build the supernet with the input size you run it at"
+            )
         qkv = self.qkv(x).reshape(B, N, self.num_heads, -1).permute(0, 2, 1, 3)
         q, k, v = qkv.split([self.key_dim, self.key_dim, self.val_dim], dim=3)
         attn = (q @ k.transpose(-2, -1)) * self.scale
@@ -137,6 +154,8 @@ class ElasticAttention(Elastic, Attention):
 
 
 class ElasticMlp(Elastic, Mlp):
+    """Elastic version of timm's ``Mlp`` on tokens: linear to ``hidden``, activation, linear back to the
+    input width."""
     elastic_children = {"fc1": ElasticLinear, "fc2": ElasticLinear}
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -148,8 +167,14 @@ class ElasticMlp(Elastic, Mlp):
 class ElasticMetaBlock1d(Elastic, MetaBlock1d):
     """MB3D: pre-norm attention and pre-norm MLP over tokens, each with a layer scale (eq. 5)."""
 
-    elastic_children = {"norm1": ElasticLayerNorm, "token_mixer": ElasticAttention, "ls1": ElasticLayerScale,
-                        "norm2": ElasticLayerNorm, "mlp": ElasticMlp, "ls2": ElasticLayerScale}
+    elastic_children = {
+        "norm1": ElasticLayerNorm,
+        "token_mixer": ElasticAttention,
+        "ls1": ElasticLayerScale,
+        "norm2": ElasticLayerNorm,
+        "mlp": ElasticMlp,
+        "ls2": ElasticLayerScale,
+    }
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
         x = x + self.drop_path1(self.ls1(self.token_mixer(self.norm1(x))))
@@ -216,8 +241,12 @@ class Importance:
     stages: tuple[float, ...]
 
     def to_dict(self) -> dict:
-        return {"choices": list(BLOCK_TYPES), "choice_probs": [list(map(dict, s)) for s in self.choice_probs],
-                "blocks": [list(b) for b in self.blocks], "stages": list(self.stages)}
+        return {
+            "choices": list(BLOCK_TYPES),
+            "choice_probs": [list(map(dict, s)) for s in self.choice_probs],
+            "blocks": [list(b) for b in self.blocks],
+            "stages": list(self.stages),
+        }
 
 
 class EfficientFormerSupernet(SupernetBase):
@@ -226,9 +255,20 @@ class EfficientFormerSupernet(SupernetBase):
     pool_dims = 1  # the last stage ends in tokens
     family = FAMILY
 
-    def __init__(self, space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3,
-                 drop_rate: float = 0.0, drop_path_rate: float = 0.0, layer_scale_init_value: float = 1e-5,
-                 distillation: bool = True, temperature: float = 5.0, device=None, dtype=None):
+    def __init__(
+        self,
+        space: SearchSpace,
+        img_size=224,
+        num_classes: int = 1000,
+        in_chans: int = 3,
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        layer_scale_init_value: float = 1e-5,
+        distillation: bool = True,
+        temperature: float = 5.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__(space, img_size, num_classes, in_chans, drop_rate, drop_path_rate, layer_scale_init_value)
         dd = {"device": device, "dtype": dtype}
         self.temperature = temperature
@@ -236,12 +276,14 @@ class EfficientFormerSupernet(SupernetBase):
         depths = [st.max_depth for st in space.stages]
         grids = stage_resolutions(self.img_size)
         dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
-        attention_stages = FAMILY_RULES[FAMILY].attention_stages
+        attention_stages = EfficientFormerFamily.rules.attention_stages
 
         self.stem = ElasticStem4.from_static(Stem4(in_chans, widths[0], **dd))
         stages = []
         for s, st in enumerate(space.stages):
-            downsample = ElasticDownsample.from_static(Downsample(widths[s - 1], widths[s], **dd)) if s else nn.Identity()
+            downsample = (
+                ElasticDownsample.from_static(Downsample(widths[s - 1], widths[s], **dd)) if s else nn.Identity()
+            )
             blocks = []
             for slot in range(depths[s]):
                 ratio = st.max_hidden(slot) / widths[s]
@@ -267,7 +309,8 @@ class EfficientFormerSupernet(SupernetBase):
 
         # α: one logit per (position, choice); choices a stage cannot take are masked out.
         self.arch_logits = nn.ParameterList(
-            nn.Parameter(torch.zeros(depths[s], len(BLOCK_TYPES), **dd)) for s in range(NUM_STAGES))
+            nn.Parameter(torch.zeros(depths[s], len(BLOCK_TYPES), **dd)) for s in range(NUM_STAGES)
+        )
         for s, st in enumerate(space.stages):
             allowed = torch.ones(depths[s], len(BLOCK_TYPES), dtype=torch.bool, device=device)
             if not (s in attention_stages and st.max_attention > 0):
@@ -327,8 +370,10 @@ class EfficientFormerSupernet(SupernetBase):
         per position at full width; in eval mode, the largest sub-network."""
         if arch is None and self.training:
             widths = [st.max_width for st in self.space.stages]
-            stage_choices = [[(kind, st.max_hidden(j), w) for j, (kind, w) in enumerate(row)]
-                             for st, row in zip(self.space.stages, self.sample_choices())]
+            stage_choices = [
+                [(kind, st.max_hidden(j), w) for j, (kind, w) in enumerate(row)]
+                for st, row in zip(self.space.stages, self.sample_choices())
+            ]
         else:
             arch = self.largest if arch is None else self.space.validate(arch)
             widths = arch.widths
@@ -339,21 +384,22 @@ class EfficientFormerSupernet(SupernetBase):
         return self.forward_head(self.forward_features(x, widths, stage_choices))
 
 
-Supernet = EfficientFormerSupernet
-
-
 # --------------------------------------------------------------------------------------------
 # Static models and extraction
 # --------------------------------------------------------------------------------------------
 
 
-def _static_stage_blocks(arch: ArchConfig, s: int, grid, drop_path_rates, layer_scale_init_value, dd) -> list[nn.Module]:
+def _static_stage_blocks(
+    arch: ArchConfig, s: int, grid, drop_path_rates, layer_scale_init_value, dd
+) -> list[nn.Module]:
     """Blocks of stage ``s`` in timm's layout: MB4D blocks, ``Flat`` before the first MB3D, MB3D blocks;
     then ``TokensToMap`` if a stage follows, or ``Flat`` if the last stage has no MB3D."""
     width, depth, att = arch.widths[s], arch.depths[s], arch.attention[s]
     blocks: list[nn.Module] = []
     for b, hidden in enumerate(arch.hidden_widths[s]):
-        common = dict(mlp_ratio=hidden / width, drop_path=drop_path_rates[b], layer_scale_init_value=layer_scale_init_value)
+        common = dict(
+            mlp_ratio=hidden / width, drop_path=drop_path_rates[b], layer_scale_init_value=layer_scale_init_value
+        )
         if b >= depth - att:
             if b == depth - att:
                 blocks.append(Flat())
@@ -373,16 +419,34 @@ class EfficientFormerStatic(EfficientFormer):
     """timm's EfficientFormer with MB3D blocks in any stage's tail, a hidden width per block, and
     attention biases for any input size (timm's are fixed to a 7x7 grid). timm's parameter names."""
 
-    def __init__(self, *, arch: ArchConfig, img_size=224, drop_path_rate: float = 0.0,
-                 layer_scale_init_value: float = 1e-5, device=None, dtype=None, **kwargs):
-        super().__init__(depths=arch.depths, embed_dims=arch.widths, num_vit=0, drop_path_rate=drop_path_rate,
-                         layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype, **kwargs)
+    def __init__(
+        self,
+        *,
+        arch: ArchConfig,
+        img_size=224,
+        drop_path_rate: float = 0.0,
+        layer_scale_init_value: float = 1e-5,
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
+        super().__init__(
+            depths=arch.depths,
+            embed_dims=arch.widths,
+            num_vit=0,
+            drop_path_rate=drop_path_rate,
+            layer_scale_init_value=layer_scale_init_value,
+            device=device,
+            dtype=dtype,
+            **kwargs,
+        )
         dd = {"device": device, "dtype": dtype}
         grids = stage_resolutions(img_size)
         dpr = calculate_drop_path_rates(drop_path_rate, arch.depths, stagewise=True)
         for s in range(NUM_STAGES):
             self.stages[s].blocks = nn.Sequential(
-                *_static_stage_blocks(arch, s, grids[s], dpr[s], layer_scale_init_value, dd))
+                *_static_stage_blocks(arch, s, grids[s], dpr[s], layer_scale_init_value, dd)
+            )
         self.apply(self._init_weights)
 
 
@@ -390,21 +454,44 @@ def timm_expressible(arch: ArchConfig, img_size) -> bool:
     """timm's EfficientFormer: MB3D only at the end of the last stage (at least one), one MLP ratio,
     and a 7x7 token grid in the last stage."""
     ratios = {h / w for w, hidden in zip(arch.widths, arch.hidden_widths) for h in hidden}
-    return (arch.attention[:3] == (0, 0, 0) and arch.attention[3] >= 1 and len(ratios) == 1
-            and stage_resolutions(img_size)[3] == (7, 7))
+    return (
+        arch.attention[:3] == (0, 0, 0)
+        and arch.attention[3] >= 1
+        and len(ratios) == 1
+        and stage_resolutions(img_size)[3] == (7, 7)
+    )
 
 
-def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3,
-                 distillation: bool = True, drop_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 layer_scale_init_value: float = 1e-5, device=None, dtype=None) -> EfficientFormer:
+def build_static(
+    arch: ArchConfig,
+    img_size=224,
+    num_classes: int = 1000,
+    in_chans: int = 3,
+    distillation: bool = True,
+    drop_rate: float = 0.0,
+    drop_path_rate: float = 0.0,
+    layer_scale_init_value: float = 1e-5,
+    device=None,
+    dtype=None,
+) -> EfficientFormer:
+    """A freshly initialised static model of ``arch``: timm's ``EfficientFormer`` where timm can express
+    the architecture (:func:`timm_expressible`), else :class:`EfficientFormerStatic`."""
     if not distillation:
         raise ValueError("EfficientFormer models always carry the distillation head (as timm's)")
-    common = dict(num_classes=num_classes, in_chans=in_chans, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
-                  layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype)
+    common = dict(
+        num_classes=num_classes,
+        in_chans=in_chans,
+        drop_rate=drop_rate,
+        drop_path_rate=drop_path_rate,
+        layer_scale_init_value=layer_scale_init_value,
+        device=device,
+        dtype=dtype,
+    )
     if timm_expressible(arch, img_size):
         ratio = arch.hidden_widths[0][0] / arch.widths[0]
-        return EfficientFormer(depths=arch.depths, embed_dims=arch.widths, num_vit=arch.attention[3],
-                               mlp_ratios=ratio, **common)
+        return EfficientFormer(
+            depths=arch.depths, embed_dims=arch.widths, num_vit=arch.attention[3], mlp_ratios=ratio, **common
+        )
     return EfficientFormerStatic(arch=arch, img_size=img_size, **common)
 
 
@@ -442,7 +529,9 @@ def extract(net: EfficientFormerSupernet, arch: ArchConfig) -> EfficientFormer:
 # --------------------------------------------------------------------------------------------
 
 
-def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> list[BlockSignature]:
+def block_signatures(
+    arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3
+) -> list[BlockSignature]:
     """The blocks of ``arch`` in forward order, layout changes included."""
 
     def stage_blocks(s, res):
@@ -467,6 +556,7 @@ def input_shape(sig: BlockSignature) -> tuple[int, ...]:
 
 
 def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
+    """A static module computing exactly block ``sig`` of a timm EfficientFormer."""
     dd = {"device": device, "dtype": dtype}
     if sig.kind == "stem":
         return Stem4(sig.c_in, sig.c_out, **dd)
@@ -487,7 +577,9 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
 
 
-def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> set[BlockSignature]:
+def reachable_signatures(
+    space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3
+) -> set[BlockSignature]:
     """Every block signature that some sub-network of ``space`` contains, layout changes included."""
 
     def blocks(s, st, w, res):
@@ -501,3 +593,67 @@ def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 10
             yield BlockSignature("to_maps", w, w, 0, res)
 
     return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "downsample", blocks)
+
+
+def importance_actions(space: SearchSpace, block_importance, stage_importance) -> ActionsFn:
+    """EfficientFormer's latency-driven slimming (§4.2, alg. 1) considers three actions at a time:
+    skip the least important block, remove the first MB3D (it becomes MB4D), and shrink the least
+    important stage by one width step (16). Importance comes from the supernet's α."""
+
+    def actions(arch: ArchConfig) -> list[tuple[Action, ArchConfig]]:
+        frontier = list(space.shrink_actions(arch))
+        chosen = []
+        removals = [
+            (block_importance[a.stage][space.slots(arch, a.stage)[a.block]], i)
+            for i, (a, _) in enumerate(frontier)
+            if a.kind == "remove_block"
+        ]
+        if removals:
+            chosen.append(frontier[min(removals)[1]])
+        mb3d = [(a.stage, i) for i, (a, _) in enumerate(frontier) if a.kind == "remove_attention"]
+        if mb3d:
+            chosen.append(frontier[min(mb3d)[1]])
+        narrows = [(stage_importance[a.stage], i) for i, (a, _) in enumerate(frontier) if a.kind == "narrow_stage"]
+        if narrows:
+            chosen.append(frontier[min(narrows)[1]])
+        return chosen
+
+    return actions
+
+
+class EfficientFormerFamily(Family):
+    """EfficientFormer (Li et al. 2022): per-position choice of MB4D, MB3D or identity, trained by
+    Gumbel-softmax (§4.2) and slimmed by the importance of its choices (alg. 1)."""
+
+    name = FAMILY
+    # MB3D only in stages 3 and 4 (§4.2, eq. 7).
+    rules = SpaceRules(attention_stages=(2, 3), block_choice=True)
+    training = "gumbel"
+    attention_label = "MB3D blocks"
+
+    def build_supernet(self, space, img_size=224, num_classes=1000, **kwargs):
+        return EfficientFormerSupernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+
+    build_static = staticmethod(build_static)
+    extract = staticmethod(extract)
+    block_signatures = staticmethod(block_signatures)
+    build_block = staticmethod(build_block)
+    reachable_signatures = staticmethod(reachable_signatures)
+    input_shape = staticmethod(input_shape)
+
+    def greedy_actions(self, space, checkpoint, objective):
+        if objective != "latency":
+            return None
+        importance = checkpoint.get("importance")
+        if not isinstance(importance, dict) or not {"blocks", "stages"} <= set(importance):
+            raise NasError(
+                "an EfficientFormer supernet checkpoint without importance scores; "
+                "train it with `nas train-supernet efficientformer`"
+            )
+        return (
+            importance_actions(space, importance["blocks"], importance["stages"]),
+            "EfficientFormer alg. 1: least important block, first MB3D, least important stage",
+        )
+
+
+register_family(EfficientFormerFamily())

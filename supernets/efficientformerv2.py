@@ -18,7 +18,13 @@ from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import ConvNormAct, calculate_drop_path_rates, get_act_layer, get_norm_layer, trunc_normal_
+from timm.layers import (
+    ConvNormAct,
+    calculate_drop_path_rates,
+    get_act_layer,
+    get_norm_layer,
+    trunc_normal_,
+)
 from timm.models.efficientformer_v2 import (
     Attention2d,
     Attention2dDownsample,
@@ -32,9 +38,11 @@ from timm.models.efficientformer_v2 import (
     Stem4,
 )
 
-from nas.arch import ArchConfig
-from nas.signature import BlockSignature
-from nas.space import SearchSpace, block_slots
+from nas.core.arch import ArchConfig
+from nas.core.family import Family, SpaceRules
+from nas.core.signature import BlockSignature
+from nas.core.space import SearchSpace, block_slots
+from supernets import register_family
 from supernets.base import (
     NUM_STAGES,
     ClassifierHead,
@@ -73,6 +81,7 @@ def _norm_layer():
 
 
 class ElasticConvNorm(Elastic, ConvNorm):
+    """Elastic version of timm's ``ConvNorm``: conv and BN; ``out_channels`` selects the first filters."""
     elastic_children = {"conv": ElasticConv2d, "bn": ElasticBatchNorm2d}
 
     def forward(self, x: torch.Tensor, out_channels: int | None = None) -> torch.Tensor:
@@ -80,6 +89,8 @@ class ElasticConvNorm(Elastic, ConvNorm):
 
 
 class ElasticConvNormAct(Elastic, ConvNormAct):
+    """Elastic version of timm's ``ConvNormAct``: conv, BN and activation; ``out_channels`` selects the
+    first filters."""
     elastic_children = {"conv": ElasticConv2d, "bn": ElasticBatchNormAct2d}
 
     def forward(self, x: torch.Tensor, out_channels: int | None = None) -> torch.Tensor:
@@ -104,7 +115,8 @@ def _check_grid(module: nn.Module, x: torch.Tensor, grid: tuple[int, int]) -> No
     if tuple(x.shape[-2:]) != tuple(grid):
         raise ValueError(
             f"{type(module).__name__} was built for a {grid[0]}x{grid[1]} token grid but got "
-            f"{x.shape[-2]}x{x.shape[-1]}: build the supernet with the input size you run it at")
+            f"{x.shape[-2]}x{x.shape[-1]}: build the supernet with the input size you run it at"
+        )
 
 
 class ElasticAttention2d(Elastic, Attention2d):
@@ -115,8 +127,13 @@ class ElasticAttention2d(Elastic, Attention2d):
     several sub-networks and devices may share the module).
     """
 
-    elastic_children = {"q": ElasticConvNorm, "k": ElasticConvNorm, "v": ElasticConvNorm,
-                        "proj": ElasticConvNorm, "stride_conv": ElasticConvNorm}
+    elastic_children = {
+        "q": ElasticConvNorm,
+        "k": ElasticConvNorm,
+        "v": ElasticConvNorm,
+        "proj": ElasticConvNorm,
+        "stride_conv": ElasticConvNorm,
+    }
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
@@ -155,8 +172,14 @@ class ElasticLocalGlobalQuery(Elastic, LocalGlobalQuery):
 
 
 class ElasticAttention2dDownsample(Elastic, Attention2dDownsample):
-    elastic_children = {"q": ElasticLocalGlobalQuery, "k": ElasticConvNorm, "v": ElasticConvNorm,
-                        "proj": ElasticConvNorm}
+    """Elastic version of timm's ``Attention2dDownsample``: attention with a dual-path strided query
+    (§3.5), projected to ``out_channels``."""
+    elastic_children = {
+        "q": ElasticLocalGlobalQuery,
+        "k": ElasticConvNorm,
+        "v": ElasticConvNorm,
+        "proj": ElasticConvNorm,
+    }
 
     def forward(self, x: torch.Tensor, out_channels: int) -> torch.Tensor:
         B = x.shape[0]
@@ -192,8 +215,12 @@ class ElasticDownsample(Elastic, Downsample):
 class ElasticBlock(Elastic, EfficientFormerV2Block):
     """FFN block, or MHSA + FFN block, each branch with layer scale and a residual (§4.1)."""
 
-    elastic_children = {"token_mixer": ElasticAttention2d, "ls1": ElasticLayerScale2d,
-                        "mlp": ElasticConvMlp, "ls2": ElasticLayerScale2d}
+    elastic_children = {
+        "token_mixer": ElasticAttention2d,
+        "ls1": ElasticLayerScale2d,
+        "mlp": ElasticConvMlp,
+        "ls2": ElasticLayerScale2d,
+    }
 
     def forward(self, x: torch.Tensor, hidden: int, use_attn: bool) -> torch.Tensor:
         if use_attn:
@@ -211,6 +238,8 @@ class ElasticStem4(Elastic, Stem4):
 
 
 class ElasticStage(Elastic, EfficientFormerV2Stage):
+    """Elastic version of timm's ``EfficientFormerV2Stage``: downsampling to ``width``, then a block per
+    entry of ``hidden_widths``, the last ``attention`` of them with MHSA (slots by :func:`block_slots`)."""
     elastic_children = {"downsample": ElasticDownsample}
 
     @classmethod
@@ -263,7 +292,8 @@ class EfficientFormerV2Supernet(SupernetBase):
         widths = [st.max_width for st in space.stages]
         depths = [st.max_depth for st in space.stages]
         self.stem = ElasticStem4.from_static(
-            Stem4(in_chans, widths[0], act_layer=act_layer, norm_layer=norm_layer, **dd))
+            Stem4(in_chans, widths[0], act_layer=act_layer, norm_layer=norm_layer, **dd)
+        )
         dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
         stages = []
         prev = widths[0]
@@ -271,11 +301,22 @@ class EfficientFormerV2Supernet(SupernetBase):
         for i, st in enumerate(space.stages):
             ratios = tuple(st.max_hidden(slot) / widths[i] for slot in range(depths[i]))
             stage = EfficientFormerV2Stage(
-                prev, widths[i], depth=depths[i], resolution=resolutions[i], downsample=i > 0,
-                block_stride=ATTENTION_STRIDE.get(i), downsample_use_attn=i >= 3,
-                block_use_attn=st.max_attention > 0, num_vit=st.max_attention, mlp_ratio=ratios,
-                drop_path=dpr[i], layer_scale_init_value=layer_scale_init_value,
-                act_layer=act_layer, norm_layer=norm_layer, **dd)
+                prev,
+                widths[i],
+                depth=depths[i],
+                resolution=resolutions[i],
+                downsample=i > 0,
+                block_stride=ATTENTION_STRIDE.get(i),
+                downsample_use_attn=i >= 3,
+                block_use_attn=st.max_attention > 0,
+                num_vit=st.max_attention,
+                mlp_ratio=ratios,
+                drop_path=dpr[i],
+                layer_scale_init_value=layer_scale_init_value,
+                act_layer=act_layer,
+                norm_layer=norm_layer,
+                **dd,
+            )
             stages.append(ElasticStage.from_static(stage))
             prev = widths[i]
         self.stages = nn.Sequential(*stages)
@@ -308,12 +349,32 @@ class EfficientFormerV2Static(EfficientFormerV2):
     """timm's EfficientFormerV2 with a per-stage MHSA count (timm's ``num_vit`` is shared by stages
     3 and 4). Same parameter names, so state dicts move between the two."""
 
-    def __init__(self, *, num_vit: tuple[int, ...], depths, embed_dims, mlp_ratios, img_size=224,
-                 drop_path_rate: float = 0.0, layer_scale_init_value: float = 1e-5, device=None, dtype=None,
-                 **kwargs):
-        super().__init__(depths=depths, embed_dims=embed_dims, mlp_ratios=mlp_ratios, img_size=img_size,
-                         num_vit=max(num_vit), drop_path_rate=drop_path_rate,
-                         layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype, **kwargs)
+    def __init__(
+        self,
+        *,
+        num_vit: tuple[int, ...],
+        depths,
+        embed_dims,
+        mlp_ratios,
+        img_size=224,
+        drop_path_rate: float = 0.0,
+        layer_scale_init_value: float = 1e-5,
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
+        super().__init__(
+            depths=depths,
+            embed_dims=embed_dims,
+            mlp_ratios=mlp_ratios,
+            img_size=img_size,
+            num_vit=max(num_vit),
+            drop_path_rate=drop_path_rate,
+            layer_scale_init_value=layer_scale_init_value,
+            device=device,
+            dtype=dtype,
+            **kwargs,
+        )
         self.num_vit = tuple(num_vit)
         dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
         resolutions = stage_input_resolutions(img_size)
@@ -321,11 +382,23 @@ class EfficientFormerV2Static(EfficientFormerV2):
             if num_vit[i] == max(num_vit):
                 continue
             self.stages[i] = EfficientFormerV2Stage(
-                embed_dims[max(i - 1, 0)], embed_dims[i], depth=depths[i], resolution=resolutions[i],
-                downsample=i > 0, block_stride=ATTENTION_STRIDE.get(i), downsample_use_attn=i >= 3,
-                block_use_attn=i >= 2, num_vit=num_vit[i], mlp_ratio=mlp_ratios[i], drop_path=dpr[i],
-                layer_scale_init_value=layer_scale_init_value, act_layer=_act_layer(),
-                norm_layer=_norm_layer(), device=device, dtype=dtype)
+                embed_dims[max(i - 1, 0)],
+                embed_dims[i],
+                depth=depths[i],
+                resolution=resolutions[i],
+                downsample=i > 0,
+                block_stride=ATTENTION_STRIDE.get(i),
+                downsample_use_attn=i >= 3,
+                block_use_attn=i >= 2,
+                num_vit=num_vit[i],
+                mlp_ratio=mlp_ratios[i],
+                drop_path=dpr[i],
+                layer_scale_init_value=layer_scale_init_value,
+                act_layer=_act_layer(),
+                norm_layer=_norm_layer(),
+                device=device,
+                dtype=dtype,
+            )
 
 
 def timm_expressible(arch: ArchConfig) -> bool:
@@ -333,16 +406,35 @@ def timm_expressible(arch: ArchConfig) -> bool:
     return arch.attention[0] == arch.attention[1] == 0 and arch.attention[2] == arch.attention[3]
 
 
-def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3,
-                 distillation: bool = True, drop_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 layer_scale_init_value: float = 1e-5, device=None, dtype=None) -> EfficientFormerV2:
+def build_static(
+    arch: ArchConfig,
+    img_size=224,
+    num_classes: int = 1000,
+    in_chans: int = 3,
+    distillation: bool = True,
+    drop_rate: float = 0.0,
+    drop_path_rate: float = 0.0,
+    layer_scale_init_value: float = 1e-5,
+    device=None,
+    dtype=None,
+) -> EfficientFormerV2:
     """A freshly initialised static model of ``arch``: timm's ``EfficientFormerV2`` where timm can
     express the architecture, else :class:`EfficientFormerV2Static` (timm's parameter names)."""
     mlp_ratios = tuple(tuple(h / w for h in hidden) for w, hidden in zip(arch.widths, arch.hidden_widths))
-    common = dict(depths=arch.depths, embed_dims=arch.widths, mlp_ratios=mlp_ratios, img_size=img_size,
-                  num_classes=num_classes, in_chans=in_chans, distillation=distillation, drop_rate=drop_rate,
-                  drop_path_rate=drop_path_rate, layer_scale_init_value=layer_scale_init_value,
-                  device=device, dtype=dtype)
+    common = dict(
+        depths=arch.depths,
+        embed_dims=arch.widths,
+        mlp_ratios=mlp_ratios,
+        img_size=img_size,
+        num_classes=num_classes,
+        in_chans=in_chans,
+        distillation=distillation,
+        drop_rate=drop_rate,
+        drop_path_rate=drop_path_rate,
+        layer_scale_init_value=layer_scale_init_value,
+        device=device,
+        dtype=dtype,
+    )
     if timm_expressible(arch):
         model = EfficientFormerV2(num_vit=arch.attention[2], **common)
     else:
@@ -377,7 +469,9 @@ def extract(net: EfficientFormerV2Supernet, arch: ArchConfig) -> EfficientFormer
 # --------------------------------------------------------------------------------------------
 
 
-def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> list[BlockSignature]:
+def block_signatures(
+    arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3
+) -> list[BlockSignature]:
     """The blocks of ``arch`` in forward order (stem, per stage downsampling and blocks, head)."""
 
     def stage_blocks(s, res):
@@ -388,8 +482,9 @@ def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in
             else:
                 yield BlockSignature("ffn", width, width, hidden, res, 1)
 
-    return arch_signatures(arch, img_size, num_classes, in_chans,
-                           lambda s: "attn_downsample" if s >= 3 else "downsample", stage_blocks)
+    return arch_signatures(
+        arch, img_size, num_classes, in_chans, lambda s: "attn_downsample" if s >= 3 else "downsample", stage_blocks
+    )
 
 
 def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
@@ -399,12 +494,26 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     if sig.kind == "stem":
         return Stem4(sig.c_in, sig.c_out, act_layer=act, norm_layer=norm, **dd)
     if sig.kind in ("downsample", "attn_downsample"):
-        return Downsample(sig.c_in, sig.c_out, resolution=sig.resolution, use_attn=sig.kind == "attn_downsample",
-                          act_layer=act, norm_layer=norm, **dd)
+        return Downsample(
+            sig.c_in,
+            sig.c_out,
+            resolution=sig.resolution,
+            use_attn=sig.kind == "attn_downsample",
+            act_layer=act,
+            norm_layer=norm,
+            **dd,
+        )
     if sig.kind in ("ffn", "mhsa_ffn"):
-        block = EfficientFormerV2Block(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, act_layer=act, norm_layer=norm,
-                                       resolution=sig.resolution, use_attn=sig.kind == "mhsa_ffn",
-                                       stride=sig.stride if sig.stride > 1 else None, **dd)
+        block = EfficientFormerV2Block(
+            sig.c_in,
+            mlp_ratio=sig.hidden / sig.c_in,
+            act_layer=act,
+            norm_layer=norm,
+            resolution=sig.resolution,
+            use_attn=sig.kind == "mhsa_ffn",
+            stride=sig.stride if sig.stride > 1 else None,
+            **dd,
+        )
         if block.token_mixer is not None and block.token_mixer.upsample is not None:
             block.token_mixer.upsample = nn.Upsample(size=sig.resolution, mode="bilinear", align_corners=False)
         return block
@@ -413,10 +522,9 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
 
 
-Supernet = EfficientFormerV2Supernet
-
-
-def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> set[BlockSignature]:
+def reachable_signatures(
+    space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3
+) -> set[BlockSignature]:
     """Every block signature that some sub-network of ``space`` contains."""
 
     def blocks(s, st, w, res):
@@ -425,5 +533,28 @@ def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 10
             if st.max_attention > 0:
                 yield BlockSignature("mhsa_ffn", w, w, r * w, res, ATTENTION_STRIDE.get(s, 1))
 
-    return enumerate_signatures(space, img_size, num_classes, in_chans,
-                                lambda s: "attn_downsample" if s >= 3 else "downsample", blocks)
+    return enumerate_signatures(
+        space, img_size, num_classes, in_chans, lambda s: "attn_downsample" if s >= 3 else "downsample", blocks
+    )
+
+
+class EfficientFormerV2Family(Family):
+    """EfficientFormerV2 (Li et al. 2023): slimmable depth, width, per-block FFN expansion and MHSA
+    count, trained with the sandwich rule (§4.2.2) and slimmed greedily by MES (alg. 1)."""
+
+    name = FAMILY
+    # MHSA blocks only in stages 3 and 4 (§4.1).
+    rules = SpaceRules(attention_stages=(2, 3))
+    attention_label = "MHSA blocks"
+
+    def build_supernet(self, space, img_size=224, num_classes=1000, **kwargs):
+        return EfficientFormerV2Supernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+
+    build_static = staticmethod(build_static)
+    extract = staticmethod(extract)
+    block_signatures = staticmethod(block_signatures)
+    build_block = staticmethod(build_block)
+    reachable_signatures = staticmethod(reachable_signatures)
+
+
+register_family(EfficientFormerV2Family())

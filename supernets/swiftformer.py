@@ -12,7 +12,6 @@ one space; timm's L3 is the largest network of ``swiftformer``.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -29,10 +28,19 @@ from timm.models.swiftformer import (
     SwiftFormer,
 )
 
-from nas.arch import ArchConfig
-from nas.signature import BlockSignature
-from nas.space import SearchSpace, block_slots
-from supernets.base import ClassifierHead, SupernetBase, arch_signatures, enumerate_signatures, extract_static, slot_key_map
+from nas.core.arch import ArchConfig
+from nas.core.family import Family, SpaceRules
+from nas.core.signature import BlockSignature
+from nas.core.space import SearchSpace, block_slots
+from supernets import register_family
+from supernets.base import (
+    ClassifierHead,
+    SupernetBase,
+    arch_signatures,
+    enumerate_signatures,
+    extract_static,
+    slot_key_map,
+)
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -68,6 +76,7 @@ class ElasticStem(Elastic, nn.Sequential):
 
 
 class ElasticEmbedding(Elastic, Embedding):
+    """Elastic version of timm's SwiftFormer ``Embedding``: strided conv and BN to ``out_channels``."""
     elastic_children = {"proj": ElasticConv2d, "norm": ElasticBatchNorm2d}
 
     def forward(self, x: torch.Tensor, out_channels: int) -> torch.Tensor:
@@ -77,8 +86,13 @@ class ElasticEmbedding(Elastic, Embedding):
 class ElasticConvEncoder(Elastic, ConvEncoder):
     """Depthwise 3x3, BN, 1x1 to ``hidden``, GELU, 1x1 back, layer scale, residual."""
 
-    elastic_children = {"dwconv": ElasticConv2d, "norm": ElasticBatchNorm2d, "pwconv1": ElasticConv2d,
-                        "pwconv2": ElasticConv2d, "layer_scale": ElasticSwiftLayerScale2d}
+    elastic_children = {
+        "dwconv": ElasticConv2d,
+        "norm": ElasticBatchNorm2d,
+        "pwconv1": ElasticConv2d,
+        "pwconv2": ElasticConv2d,
+        "layer_scale": ElasticSwiftLayerScale2d,
+    }
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
         width = x.shape[1]
@@ -88,8 +102,15 @@ class ElasticConvEncoder(Elastic, ConvEncoder):
 
 
 class ElasticLocalRepresentation(Elastic, LocalRepresentation):
-    elastic_children = {"dwconv": ElasticConv2d, "norm": ElasticBatchNorm2d, "pwconv1": ElasticConv2d,
-                        "pwconv2": ElasticConv2d, "layer_scale": ElasticSwiftLayerScale2d}
+    """Elastic version of timm's ``LocalRepresentation``: depthwise 3x3, BN, 1x1, GELU, 1x1 at the input
+    width, layer scale, residual."""
+    elastic_children = {
+        "dwconv": ElasticConv2d,
+        "norm": ElasticBatchNorm2d,
+        "pwconv1": ElasticConv2d,
+        "pwconv2": ElasticConv2d,
+        "layer_scale": ElasticSwiftLayerScale2d,
+    }
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         width = x.shape[1]
@@ -101,8 +122,12 @@ class ElasticLocalRepresentation(Elastic, LocalRepresentation):
 class ElasticAdditiveAttention(Elastic, EfficientAdditiveAttention):
     """Efficient additive attention on an elastic width (token dim = width, one head)."""
 
-    elastic_children = {"to_query": ElasticLinear, "to_key": ElasticLinear, "proj": ElasticLinear,
-                        "final": ElasticLinear}
+    elastic_children = {
+        "to_query": ElasticLinear,
+        "to_key": ElasticLinear,
+        "proj": ElasticLinear,
+        "final": ElasticLinear,
+    }
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
@@ -111,13 +136,15 @@ class ElasticAdditiveAttention(Elastic, EfficientAdditiveAttention):
         key = F.normalize(self.to_key(x, C), dim=-1)
         # The static model scales by its own token_dim ** -0.5; the token-wise L2 norm makes the
         # scale irrelevant, but using the same value keeps the two bit-for-bit equal.
-        attn = F.normalize(query @ leading(self.w_g, C, 1) * C ** -0.5, dim=1)
+        attn = F.normalize(query @ leading(self.w_g, C, 1) * C**-0.5, dim=1)
         attn = torch.sum(attn * query, dim=1, keepdim=True)
         out = self.proj(attn * key, C) + query
         return self.final(out, C).permute(0, 2, 1).reshape(B, -1, H, W)
 
 
 class ElasticSwiftMlp(Elastic, Mlp):
+    """Elastic version of timm's SwiftFormer ``Mlp``: BN, 1x1 conv to ``hidden``, activation, 1x1 conv
+    back to the input width."""
     elastic_children = {"norm1": ElasticBatchNorm2d, "fc1": ElasticConv2d, "fc2": ElasticConv2d}
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -129,9 +156,13 @@ class ElasticSwiftMlp(Elastic, Mlp):
 class ElasticSwiftBlock(Elastic, Block):
     """The SwiftFormer encoder that closes every stage."""
 
-    elastic_children = {"local_representation": ElasticLocalRepresentation, "attn": ElasticAdditiveAttention,
-                        "linear": ElasticSwiftMlp, "layer_scale_1": ElasticSwiftLayerScale2d,
-                        "layer_scale_2": ElasticSwiftLayerScale2d}
+    elastic_children = {
+        "local_representation": ElasticLocalRepresentation,
+        "attn": ElasticAdditiveAttention,
+        "linear": ElasticSwiftMlp,
+        "layer_scale_1": ElasticSwiftLayerScale2d,
+        "layer_scale_2": ElasticSwiftLayerScale2d,
+    }
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
         x = self.local_representation(x)
@@ -140,14 +171,19 @@ class ElasticSwiftBlock(Elastic, Block):
 
 
 class ElasticStage(Elastic, Stage):
+    """Elastic version of timm's SwiftFormer ``Stage``: downsampling to ``width``, then a block per entry
+    of ``hidden_widths``: conv encoders and the closing SwiftFormer encoder."""
     elastic_children = {"downsample": ElasticEmbedding}
 
     @classmethod
     def from_static(cls, module: nn.Module) -> nn.Module:
         stage = super().from_static(module)
-        stage.blocks = nn.Sequential(*(
-            ElasticSwiftBlock.from_static(b) if isinstance(b, Block) else ElasticConvEncoder.from_static(b)
-            for b in module.blocks))
+        stage.blocks = nn.Sequential(
+            *(
+                ElasticSwiftBlock.from_static(b) if isinstance(b, Block) else ElasticConvEncoder.from_static(b)
+                for b in module.blocks
+            )
+        )
         return stage
 
     def forward(self, x: torch.Tensor, width: int, hidden_widths: tuple[int, ...]) -> torch.Tensor:
@@ -177,22 +213,41 @@ class SwiftFormerSupernet(SupernetBase):
 
     family = FAMILY
 
-    def __init__(self, space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3,
-                 drop_rate: float = 0.0, drop_path_rate: float = 0.0, layer_scale_init_value: float = 1e-5,
-                 distillation: bool = True, device=None, dtype=None):
+    def __init__(
+        self,
+        space: SearchSpace,
+        img_size=224,
+        num_classes: int = 1000,
+        in_chans: int = 3,
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        layer_scale_init_value: float = 1e-5,
+        distillation: bool = True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__(space, img_size, num_classes, in_chans, drop_rate, drop_path_rate, layer_scale_init_value)
         dd = {"device": device, "dtype": dtype}
         widths = [st.max_width for st in space.stages]
         depths = [st.max_depth for st in space.stages]
         # timm's SwiftFormer builds stem, stages and heads for a single expansion ratio; build the
         # largest model and widen each block's hidden layer to its slot's maximum.
-        reference = SwiftFormer(layers=depths, embed_dims=widths, mlp_ratios=1, num_classes=num_classes,
-                                in_chans=in_chans, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
-                                layer_scale_init_value=layer_scale_init_value, **dd)
+        reference = SwiftFormer(
+            layers=depths,
+            embed_dims=widths,
+            mlp_ratios=1,
+            num_classes=num_classes,
+            in_chans=in_chans,
+            drop_rate=drop_rate,
+            drop_path_rate=drop_path_rate,
+            layer_scale_init_value=layer_scale_init_value,
+            **dd,
+        )
         for s, st in enumerate(space.stages):
             for slot in range(depths[s]):
                 reference.stages[s].blocks[slot] = _static_block(
-                    reference.stages[s].blocks[slot], widths[s], st.max_hidden(slot), layer_scale_init_value, **dd)
+                    reference.stages[s].blocks[slot], widths[s], st.max_hidden(slot), layer_scale_init_value, **dd
+                )
         _init_like_timm(reference)
         self.stem = ElasticStem.from_static(reference.stem)
         self.stages = nn.Sequential(*(ElasticStage.from_static(stage) for stage in reference.stages))
@@ -212,16 +267,15 @@ class SwiftFormerSupernet(SupernetBase):
         return self.forward_head(self.forward_features(x, arch))
 
 
-Supernet = SwiftFormerSupernet
-
-
-def _static_block(block: nn.Module, width: int, hidden: int, layer_scale_init_value: float, device=None,
-                  dtype=None) -> nn.Module:
+def _static_block(
+    block: nn.Module, width: int, hidden: int, layer_scale_init_value: float, device=None, dtype=None
+) -> nn.Module:
     """A block like ``block`` (same kind, drop path) with FFN hidden width ``hidden``."""
     drop_path = block.drop_path
     if isinstance(block, Block):
-        new = Block(width, mlp_ratio=hidden / width, layer_scale_init_value=layer_scale_init_value,
-                    device=device, dtype=dtype)
+        new = Block(
+            width, mlp_ratio=hidden / width, layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype
+        )
     else:
         new = ConvEncoder(width, hidden_dim=hidden, device=device, dtype=dtype)
     new.drop_path = drop_path
@@ -236,15 +290,32 @@ def _static_block(block: nn.Module, width: int, hidden: int, layer_scale_init_va
 class SwiftFormerStatic(SwiftFormer):
     """timm's SwiftFormer with a hidden width per block (timm has one ratio for the network)."""
 
-    def __init__(self, *, layers, embed_dims, hidden_widths, layer_scale_init_value: float = 1e-5,
-                 device=None, dtype=None, **kwargs):
-        super().__init__(layers=list(layers), embed_dims=list(embed_dims), mlp_ratios=4,
-                         layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype, **kwargs)
+    def __init__(
+        self,
+        *,
+        layers,
+        embed_dims,
+        hidden_widths,
+        layer_scale_init_value: float = 1e-5,
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
+        super().__init__(
+            layers=list(layers),
+            embed_dims=list(embed_dims),
+            mlp_ratios=4,
+            layer_scale_init_value=layer_scale_init_value,
+            device=device,
+            dtype=dtype,
+            **kwargs,
+        )
         self.hidden_widths = tuple(tuple(h) for h in hidden_widths)
         for s, hidden in enumerate(self.hidden_widths):
             for b, h in enumerate(hidden):
-                self.stages[s].blocks[b] = _static_block(self.stages[s].blocks[b], embed_dims[s], h,
-                                                         layer_scale_init_value, device=device, dtype=dtype)
+                self.stages[s].blocks[b] = _static_block(
+                    self.stages[s].blocks[b], embed_dims[s], h, layer_scale_init_value, device=device, dtype=dtype
+                )
         self._initialize_weights()
 
 
@@ -254,17 +325,34 @@ def timm_ratio(arch: ArchConfig) -> float | None:
     return ratios.pop() if len(ratios) == 1 else None
 
 
-def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3,
-                 distillation: bool = True, drop_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 layer_scale_init_value: float = 1e-5, device=None, dtype=None) -> SwiftFormer:
+def build_static(
+    arch: ArchConfig,
+    img_size=224,
+    num_classes: int = 1000,
+    in_chans: int = 3,
+    distillation: bool = True,
+    drop_rate: float = 0.0,
+    drop_path_rate: float = 0.0,
+    layer_scale_init_value: float = 1e-5,
+    device=None,
+    dtype=None,
+) -> SwiftFormer:
     """timm's ``SwiftFormer`` when one expansion ratio covers every block, else
     :class:`SwiftFormerStatic` (timm's parameter names). SwiftFormer has no position bias, so the
     model runs at any input size."""
     if not distillation:
         raise ValueError("SwiftFormer models always carry the distillation head (as timm's)")
-    common = dict(layers=list(arch.depths), embed_dims=list(arch.widths), num_classes=num_classes,
-                  in_chans=in_chans, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
-                  layer_scale_init_value=layer_scale_init_value, device=device, dtype=dtype)
+    common = dict(
+        layers=list(arch.depths),
+        embed_dims=list(arch.widths),
+        num_classes=num_classes,
+        in_chans=in_chans,
+        drop_rate=drop_rate,
+        drop_path_rate=drop_path_rate,
+        layer_scale_init_value=layer_scale_init_value,
+        device=device,
+        dtype=dtype,
+    )
     ratio = timm_ratio(arch)
     if ratio is not None and float(ratio).is_integer():
         return SwiftFormer(mlp_ratios=int(ratio), **common)
@@ -283,7 +371,11 @@ def extract(net: SwiftFormerSupernet, arch: ArchConfig) -> SwiftFormer:
 # --------------------------------------------------------------------------------------------
 
 
-def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> list[BlockSignature]:
+def block_signatures(
+    arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3
+) -> list[BlockSignature]:
+    """The blocks of ``arch`` in forward order (stem, per stage the embedding, conv encoders and the
+    closing SwiftFormer encoder, head)."""
     def stage_blocks(s, res):
         width, last = arch.widths[s], arch.depths[s] - 1
         for b, hidden in enumerate(arch.hidden_widths[s]):
@@ -293,6 +385,7 @@ def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000, in
 
 
 def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
+    """A static module computing exactly block ``sig`` of a timm SwiftFormer."""
     dd = {"device": device, "dtype": dtype}
     if sig.kind == "stem":
         return SwiftFormer(layers=[1, 1, 1, 1], embed_dims=[sig.c_out] * 4, in_chans=sig.c_in, **dd).stem
@@ -307,7 +400,9 @@ def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
     raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
 
 
-def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3) -> set[BlockSignature]:
+def reachable_signatures(
+    space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3
+) -> set[BlockSignature]:
     """Every block signature that some sub-network of ``space`` contains."""
 
     def blocks(s, st, w, res):
@@ -317,3 +412,25 @@ def reachable_signatures(space: SearchSpace, img_size=224, num_classes: int = 10
                 yield BlockSignature("conv_encoder", w, w, r * w, res)
 
     return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "embedding", blocks)
+
+
+class SwiftFormerFamily(Family):
+    """SwiftFormer (Shaker et al. 2023): every stage ends in one encoder with efficient additive
+    attention (§3.3); slimmable depth, width and FFN expansion, trained with the sandwich rule."""
+
+    name = FAMILY
+    # One SwiftFormer encoder closes every stage (§3.3).
+    rules = SpaceRules(attention_stages=(0, 1, 2, 3), fixed_attention=1)
+    attention_label = "SwiftFormer encoders"
+
+    def build_supernet(self, space, img_size=224, num_classes=1000, **kwargs):
+        return SwiftFormerSupernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+
+    build_static = staticmethod(build_static)
+    extract = staticmethod(extract)
+    block_signatures = staticmethod(block_signatures)
+    build_block = staticmethod(build_block)
+    reachable_signatures = staticmethod(reachable_signatures)
+
+
+register_family(SwiftFormerFamily())

@@ -28,8 +28,27 @@ def tiny_supernet(tmp_path_factory):
     from nas.cli import main
 
     run = tmp_path_factory.mktemp("supernet") / "run"
-    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run),
-                 "--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1"]) == 0
+    assert (
+        main(
+            [
+                "train-supernet",
+                "efficientformerv2",
+                "--space",
+                "efficientformerv2-tiny",
+                "--run",
+                str(run),
+                "--epochs",
+                "1",
+                "--batch-size",
+                "32",
+                "--max-steps",
+                "4",
+                "--bn-calib-batches",
+                "1",
+            ]
+        )
+        == 0
+    )
     return run
 
 

@@ -28,20 +28,24 @@ def test_digest_is_stable_and_content_based():
 
 
 def test_lists_become_tuples_and_hashable():
-    arch = ArchConfig("efficientformerv2", [1, 1, 2, 2], [16, 32, 64, 128], [0, 0, 0, 0],
-                      [[16], [32], [64, 64], [128, 128]])
+    arch = ArchConfig(
+        "efficientformerv2", [1, 1, 2, 2], [16, 32, 64, 128], [0, 0, 0, 0], [[16], [32], [64, 64], [128, 128]]
+    )
     assert isinstance(arch.depths, tuple) and isinstance(arch.hidden_widths[2], tuple)
     assert len({arch, ArchConfig.from_dict(arch.to_dict())}) == 1
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("family: efficientformerv2\ndepths: [1]\nwidths: [16]\ncolour: red\n", "unknown key 'colour'"),
-    ("family: efficientformerv2\ndepths: [1, x]\nwidths: [16, 16]\n", "depths[1]: expected an integer"),
-    ("family: efficientformerv2\ndepths: [1]\n", "missing key 'widths'"),
-    ("family: efficientformerv2\ndepths: [2]\nwidths: [16]\nhidden_widths: [[32]]\n", "1 entries for depth 2"),
-    ("family: [efficientformerv2\n", "malformed YAML at line"),
-    ("- just\n- a list\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("family: efficientformerv2\ndepths: [1]\nwidths: [16]\ncolour: red\n", "unknown key 'colour'"),
+        ("family: efficientformerv2\ndepths: [1, x]\nwidths: [16, 16]\n", "depths[1]: expected an integer"),
+        ("family: efficientformerv2\ndepths: [1]\n", "missing key 'widths'"),
+        ("family: efficientformerv2\ndepths: [2]\nwidths: [16]\nhidden_widths: [[32]]\n", "1 entries for depth 2"),
+        ("family: [efficientformerv2\n", "malformed YAML at line"),
+        ("- just\n- a list\n", "expected a mapping"),
+    ],
+)
 def test_bad_arch_yaml_is_one_line_error_naming_the_file(tmp_path, text, fragment):
     path = tmp_path / "bad.yaml"
     path.write_text(text)

@@ -43,13 +43,19 @@ def test_space_show(capsys):
     assert "sub-networks" in out and "efficientformerv2_s0" in out
 
 
-@pytest.mark.parametrize("content, argv_extra, fragments", [
-    ("family: efficientformerv2\ndepths: [2, 2, 6, 4]\nwidths: [32, 48, 100, 176]\nattention: [0, 0, 2, 2]\n"
-     "hidden_widths: [[128, 128], [192, 192], [400, 300, 300, 300, 400, 400], [704, 528, 528, 704]]\n",
-     [], ["widths[2] = 100", "64, 96, 120, 144, 160, 192"]),
-    ("family: efficientformerv2\ndepths: [2, 2\n", [], ["malformed YAML"]),
-    ("family: efficientformer_v9\ndepths: [1]\nwidths: [8]\n", [], ["unknown family", "efficientformerv2"]),
-])
+@pytest.mark.parametrize(
+    "content, argv_extra, fragments",
+    [
+        (
+            "family: efficientformerv2\ndepths: [2, 2, 6, 4]\nwidths: [32, 48, 100, 176]\nattention: [0, 0, 2, 2]\n"
+            "hidden_widths: [[128, 128], [192, 192], [400, 300, 300, 300, 400, 400], [704, 528, 528, 704]]\n",
+            [],
+            ["widths[2] = 100", "64, 96, 120, 144, 160, 192"],
+        ),
+        ("family: efficientformerv2\ndepths: [2, 2\n", [], ["malformed YAML"]),
+        ("family: efficientformer_v9\ndepths: [1]\nwidths: [8]\n", [], ["unknown family", "efficientformerv2"]),
+    ],
+)
 def test_bad_arch_file_is_one_line_and_exit_2(capsys, tmp_path, content, argv_extra, fragments):
     path = tmp_path / "arch.yaml"
     path.write_text(content)
@@ -74,8 +80,9 @@ def test_unknown_space_and_member(capsys):
 def test_console_script_usage_error_has_no_traceback():
     exe = shutil.which("nas")
     cmd = [exe] if exe else [sys.executable, "-m", "nas"]
-    proc = subprocess.run(cmd + ["profile", "efficientformerv2_s0", "--img-size", "zero"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        cmd + ["profile", "efficientformerv2_s0", "--img-size", "zero"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     proc = subprocess.run(cmd + ["--help"], capture_output=True, text=True, timeout=120)

@@ -34,18 +34,45 @@ def test_bootstrap_margins_on_known_data():
 def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
     arch = load_space("efficientformerv2-tiny").sample(random.Random(3)).save(tmp_path / "arch.yaml")
     out = tmp_path / "cmp"
-    argv = ["compare", "--searched", str(arch), "--random", "2", "--seeds", "2", "--objective", "params",
-            "--tolerance", "0.2", "--out", str(out), "--img-size", "32", "--max-steps", "2", "--epochs", "1",
-            "--batch-size", "32", "--eval-batch-size", "128", "--json"]
+    argv = [
+        "compare",
+        "--searched",
+        str(arch),
+        "--random",
+        "2",
+        "--seeds",
+        "2",
+        "--objective",
+        "params",
+        "--tolerance",
+        "0.2",
+        "--out",
+        str(out),
+        "--img-size",
+        "32",
+        "--max-steps",
+        "2",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--eval-batch-size",
+        "128",
+        "--json",
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     for row in result["rows"]:
-        runs = [json.loads((out / "runs" / name / "result.json").read_text())
-                for name in (row["network"], f"{row['network']}-seed1")]
+        runs = [
+            json.loads((out / "runs" / name / "result.json").read_text())
+            for name in (row["network"], f"{row['network']}-seed1")
+        ]
         assert [r["top1"] for r in runs] == row["top1_seeds"]
         assert row["top1"] == pytest.approx(sum(row["top1_seeds"]) / 2)
-        assert [json.loads((out / "runs" / n / "config.yaml").read_text().split("seed: ")[1].split("\n")[0])
-                for n in (row["network"], f"{row['network']}-seed1")] == [0, 1]
+        assert [
+            json.loads((out / "runs" / n / "config.yaml").read_text().split("seed: ")[1].split("\n")[0])
+            for n in (row["network"], f"{row['network']}-seed1")
+        ] == [0, 1]
     s = result["summary"]
     assert s["seeds"] == 2 and 0 <= s["random_beaten"] <= 2
     lo, hi = s["margin_over_random_mean_ci"]
@@ -58,7 +85,8 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
     # Resumed, nothing is trained again and the result is the same; other seeds are refused.
     assert main([*argv, "--resume"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert {k: v for k, v in again.items() if "seconds" not in k} == \
-        {k: v for k, v in result.items() if "seconds" not in k}
+    assert {k: v for k, v in again.items() if "seconds" not in k} == {
+        k: v for k, v in result.items() if "seconds" not in k
+    }
     assert main([*argv[:-1], "--resume", "--seeds", "3"]) == 2
     assert "cannot resume with a different seeds (2 in the run, 3 now)" in capsys.readouterr().err

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 import torch
-
 from helpers import assert_member_matches_timm, randomize_
+
 from nas import NasError, load_space
 from nas.cli import main
 from nas.metrics import count_params
@@ -56,8 +56,8 @@ def test_mixed_placements_extract_exactly_at_any_resolution(space, img_size):
 
 def test_attention_bias_is_built_for_the_construction_resolution(space):
     net = build_supernet(space, img_size=96, num_classes=10)
-    assert net.stages[3].blocks[0].mb3d.token_mixer.attention_biases.shape == (8, 9)    # 3x3 grid
-    assert net.stages[2].blocks[0].mb3d.token_mixer.attention_biases.shape == (8, 36)   # 6x6 grid
+    assert net.stages[3].blocks[0].mb3d.token_mixer.attention_biases.shape == (8, 9)  # 3x3 grid
+    assert net.stages[2].blocks[0].mb3d.token_mixer.attention_biases.shape == (8, 36)  # 6x6 grid
     assert net.stages[1].blocks[0].mb3d is None  # MB3D only in stages 3 and 4
     with pytest.raises(ValueError, match="built for 36 tokens but got 64"):
         net.eval()(torch.randn(1, 3, 128, 128))
@@ -107,7 +107,8 @@ def test_mb3d_where_the_space_forbids_it(space, tmp_path, capsys):
     types[1][1] = "mb3d"  # stage 2
     bad = l1.to_dict() | {"attention": [0, 1, 0, 1], "block_types": types}
     path = tmp_path / "arch.yaml"
-    from nas.typed_yaml import dump_yaml
+    from nas.core.typed_yaml import dump_yaml
+
     path.write_text(dump_yaml(bad))
     assert main(["profile", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -3,17 +3,21 @@ import random
 import pytest
 import timm
 import torch
+from helpers import assert_member_matches_timm, randomize_
 from timm.models.efficientformer_v2 import EfficientFormerV2
 
-from helpers import assert_member_matches_timm, randomize_
 from nas import load_space
 from nas.metrics import count_params
 from supernets import build_static, build_supernet, extract
 from supernets.efficientformerv2 import EfficientFormerV2Static
 
 NAMED = ["efficientformerv2_s0", "efficientformerv2_s1", "efficientformerv2_s2", "efficientformerv2_l"]
-TIMM_PARAMS = {"efficientformerv2_s0": 3.60e6, "efficientformerv2_s1": 6.19e6,
-               "efficientformerv2_s2": 12.71e6, "efficientformerv2_l": 26.32e6}
+TIMM_PARAMS = {
+    "efficientformerv2_s0": 3.60e6,
+    "efficientformerv2_s1": 6.19e6,
+    "efficientformerv2_s2": 12.71e6,
+    "efficientformerv2_l": 26.32e6,
+}
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,20 @@ from nas import load_space
 from nas.cli import main
 
 
-@pytest.mark.parametrize("member, space", [("efficientformerv2_tiny_max", "efficientformerv2-tiny"),
-                                           ("efficientformer_l1", "efficientformer"),
-                                           ("swiftformer_xs", "swiftformer")])
+@pytest.mark.parametrize(
+    "member, space",
+    [
+        ("efficientformerv2_tiny_max", "efficientformerv2-tiny"),
+        ("efficientformer_l1", "efficientformer"),
+        ("swiftformer_xs", "swiftformer"),
+    ],
+)
 def test_onnx_export_matches_pytorch(tmp_path, capsys, member, space):
     out = tmp_path / "model.onnx"
-    assert main(["export", member, "--space", space, "--format", "onnx", "--out", str(out), "--img-size", "64",
-                 "--json"]) == 0
+    assert (
+        main(["export", member, "--space", space, "--format", "onnx", "--out", str(out), "--img-size", "64", "--json"])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["max_abs_diff"] <= 1e-4
     assert out.exists() and out.stat().st_size > 10_000
@@ -27,12 +34,63 @@ def test_export_with_checkpoint_and_coreml(tmp_path, capsys):
     model = build_static(arch, img_size=64, num_classes=10)
     torch.save({"model": model.state_dict()}, tmp_path / "ckpt.pt")
     tiny = ["--space", "swiftformer-tiny"]
-    assert main(["export", str(path), *tiny, "--format", "onnx", "--out", str(tmp_path / "m.onnx"), "--img-size", "64",
-                 "--num-classes", "10", "--checkpoint", str(tmp_path / "ckpt.pt"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(path),
+                *tiny,
+                "--format",
+                "onnx",
+                "--out",
+                str(tmp_path / "m.onnx"),
+                "--img-size",
+                "64",
+                "--num-classes",
+                "10",
+                "--checkpoint",
+                str(tmp_path / "ckpt.pt"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["max_abs_diff"] <= 1e-4
-    assert main(["export", str(path), *tiny, "--format", "coreml", "--out", str(tmp_path / "m.mlpackage"),
-                 "--img-size", "64", "--num-classes", "10"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(path),
+                *tiny,
+                "--format",
+                "coreml",
+                "--out",
+                str(tmp_path / "m.mlpackage"),
+                "--img-size",
+                "64",
+                "--num-classes",
+                "10",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "m.mlpackage" / "Manifest.json").exists()
-    assert main(["export", str(path), *tiny, "--format", "onnx", "--out", str(tmp_path / "x.onnx"),
-                 "--img-size", "64", "--checkpoint", str(tmp_path / "ckpt.pt")]) == 2  # 1000-class head does not fit
+    assert (
+        main(
+            [
+                "export",
+                str(path),
+                *tiny,
+                "--format",
+                "onnx",
+                "--out",
+                str(tmp_path / "x.onnx"),
+                "--img-size",
+                "64",
+                "--checkpoint",
+                str(tmp_path / "ckpt.pt"),
+            ]
+        )
+        == 2
+    )  # 1000-class head does not fit
     assert "does not fit" in capsys.readouterr().err

@@ -28,8 +28,14 @@ def _run_to_end(argv: list[str], run: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def _kill_and_resume(argv: list[str], run: Path, started: str, rng: random.Random, kills: int = 3,
-                     window: tuple[float, float] = (0.2, 3.0)) -> int:
+def _kill_and_resume(
+    argv: list[str],
+    run: Path,
+    started: str,
+    rng: random.Random,
+    kills: int = 3,
+    window: tuple[float, float] = (0.2, 3.0),
+) -> int:
     """Start ``argv`` ``kills`` times, each time SIGKILLing it a random time after ``run/started``
     appears (or, once it exists, after the process starts); then finish it. Each start after the
     first passes ``--resume``. Returns how many kills interrupted unfinished work."""
@@ -59,8 +65,21 @@ def _accuracies(path: Path) -> dict:
 
 def test_search_killed_at_random_moments_ends_as_an_uninterrupted_one(tiny_supernet, tmp_path):
     def argv(run: Path) -> list[str]:
-        return ["search", "--supernet", str(tiny_supernet), "--objective", "mes", "--target", "420", "--device",
-                "iphone12", "--bn-calib-batches", "1", "--run", str(run)]
+        return [
+            "search",
+            "--supernet",
+            str(tiny_supernet),
+            "--objective",
+            "mes",
+            "--target",
+            "420",
+            "--device",
+            "iphone12",
+            "--bn-calib-batches",
+            "1",
+            "--run",
+            str(run),
+        ]
 
     a, b = tmp_path / "a", tmp_path / "b"
     _run_to_end(argv(a), a)
@@ -79,10 +98,35 @@ def test_compare_killed_at_random_moments_ends_as_an_uninterrupted_one(tiny_supe
     arch = load_space("efficientformerv2-tiny").sample(random.Random(3)).save(tmp_path / "arch.yaml")
 
     def argv(out: Path) -> list[str]:
-        return ["compare", "--searched", str(arch), "--random", "1", "--objective", "params", "--tolerance", "0.2", "--supernet",
-                str(tiny_supernet), "--bn-calib-batches", "1", "--out", str(out), "--epochs", "1",
-                "--batch-size", "32", "--max-steps", "12", "--checkpoint-every", "3", "--img-size", "32",
-                "--eval-batch-size", "128"]
+        return [
+            "compare",
+            "--searched",
+            str(arch),
+            "--random",
+            "1",
+            "--objective",
+            "params",
+            "--tolerance",
+            "0.2",
+            "--supernet",
+            str(tiny_supernet),
+            "--bn-calib-batches",
+            "1",
+            "--out",
+            str(out),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--max-steps",
+            "12",
+            "--checkpoint-every",
+            "3",
+            "--img-size",
+            "32",
+            "--eval-batch-size",
+            "128",
+        ]
 
     a, b = tmp_path / "a", tmp_path / "b"
     _run_to_end(argv(a), a)

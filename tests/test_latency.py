@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from nas import NasError, load_space
+from nas.blocks import block_input, block_signatures, reachable_signatures
 from nas.cli import main
 from nas.latency import LatencyTable, table_path
-from nas.latency.measure import Timer, TimingConfig, block_input, build_measured_table, reachable_signatures
+from nas.latency.measure import Timer, TimingConfig, build_measured_table
 from nas.latency.predict import block_ops, fit_cost_model, predict_timm
-from nas.metrics import block_signatures
-from supernets import family_module
+from supernets import get_family
 
 FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
 
@@ -29,20 +29,37 @@ def test_enumeration_covers_every_subnetwork(space_name):
 @pytest.fixture(scope="module")
 def tiny_table(tmp_path_factory):
     out = tmp_path_factory.mktemp("tables") / "cpu.json"
-    return build_measured_table("cpu", load_space("efficientformerv2-tiny"), img_size=32, num_classes=10,
-                                timing=FAST, out=out, calibration_archs=3, check_random=1, progress=False)
+    return build_measured_table(
+        "cpu",
+        load_space("efficientformerv2-tiny"),
+        img_size=32,
+        num_classes=10,
+        timing=FAST,
+        out=out,
+        calibration_archs=3,
+        check_random=1,
+        progress=False,
+    )
 
 
 def test_measured_table_header_and_lookup(tiny_table):
     h = tiny_table.header
-    assert (h.source, h.device, h.img_size, h.num_classes, h.threads, h.complete) == ("measured", "cpu", 32, 10, 1, True)
+    assert (h.source, h.device, h.img_size, h.num_classes, h.threads, h.complete) == (
+        "measured",
+        "cpu",
+        32,
+        10,
+        1,
+        True,
+    )
     assert h.tool_versions["torch"] == torch.__version__
     assert h.method["calibration"]["scale"] > 0
     assert 0 <= h.error["value"] < 1 and "efficientformerv2_tiny_max" in h.error["checked_on"]
     space = load_space("efficientformerv2-tiny")
     arch = space.named("efficientformerv2_tiny_max")
     assert tiny_table.latency(arch) == pytest.approx(
-        sum(tiny_table.entries[s.key()] for s in block_signatures(arch, 32, 10)))
+        sum(tiny_table.entries[s.key()] for s in block_signatures(arch, 32, 10))
+    )
 
 
 def test_table_round_trip_and_checks(tiny_table, tmp_path):
@@ -91,8 +108,9 @@ def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
         return original(self, module, x)
 
     monkeypatch.setattr(Timer, "time", counting)
-    table = build_measured_table("cpu", space, 32, 10, FAST, out=out, resume=True, calibration_archs=1,
-                                 check_random=0, progress=False)
+    table = build_measured_table(
+        "cpu", space, 32, 10, FAST, out=out, resume=True, calibration_archs=1, check_random=0, progress=False
+    )
     blocks_timed = len(timed) - (1 + 2) - len(space.members)  # minus calibration and check networks
     assert blocks_timed == len(tiny_table.entries) - len(half)
     assert table.header.complete and set(table.entries) == set(tiny_table.entries)
@@ -101,7 +119,7 @@ def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
 def test_onnxruntime_timer_times_a_block():
     space = load_space("efficientformerv2-tiny")
     sig = next(s for s in reachable_signatures(space, 32, 10) if s.kind == "mhsa_ffn")
-    block = family_module(space.family).build_block(sig)
+    block = get_family(space.family).build_block(sig)
     assert Timer("onnxruntime-cpu", FAST).time(block, block_input(space.family, sig)) > 0
 
 
@@ -110,8 +128,9 @@ def test_phone_predictor_fit_on_published_facts():
     assert len(model.fitted_on) == 10
     assert model.nested_loo_mean <= 0.15 < 0.45 <= model.macs_only_loo_mean
     s0 = load_space("efficientformerv2").named("efficientformerv2_s0")
-    table_sum = sum(model.predict_ops(block_ops("efficientformerv2", s), intercept=s.kind == "head")
-                    for s in block_signatures(s0))
+    table_sum = sum(
+        model.predict_ops(block_ops("efficientformerv2", s), intercept=s.kind == "head") for s in block_signatures(s0)
+    )
     assert table_sum == pytest.approx(predict_timm("efficientformerv2_s0", "iphone12", model=model), rel=1e-9)
     assert table_sum == pytest.approx(0.9, rel=0.2)  # published: 0.9 ms
 
@@ -137,13 +156,16 @@ def test_profile_shows_latency_source_and_mes(capsys):
     assert "predicted for iphone12" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["build-table", "--device", "iphone99", "--space", "efficientformerv2"], "unknown device 'iphone99'"),
-    (["build-table", "--device", "cpu", "--space", "nope"], "unknown search space 'nope'"),
-    (["check-table", "--device", "iphone12", "--space", "efficientformerv2"], "cannot be timed here"),
-    (["profile", "efficientformerv2_s0", "--device", "cpu", "--img-size", "77"], "no latency table for device cpu"),
-    (["profile", "--timm", "no_such_model", "--device", "iphone12"], "timm cannot build 'no_such_model'"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["build-table", "--device", "iphone99", "--space", "efficientformerv2"], "unknown device 'iphone99'"),
+        (["build-table", "--device", "cpu", "--space", "nope"], "unknown search space 'nope'"),
+        (["check-table", "--device", "iphone12", "--space", "efficientformerv2"], "cannot be timed here"),
+        (["profile", "efficientformerv2_s0", "--device", "cpu", "--img-size", "77"], "no latency table for device cpu"),
+        (["profile", "--timm", "no_such_model", "--device", "iphone12"], "timm cannot build 'no_such_model'"),
+    ],
+)
 def test_bad_latency_input_is_one_line(capsys, argv, fragment):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -153,8 +175,9 @@ def test_bad_latency_input_is_one_line(capsys, argv, fragment):
 def test_export_a_block_to_core_ml(tmp_path):
     from nas.latency.onphone import export_blocks
 
-    manifest = export_blocks("iphone12", load_space("efficientformerv2-tiny"), tmp_path, img_size=32,
-                             num_classes=10, limit=2, progress=False)
+    manifest = export_blocks(
+        "iphone12", load_space("efficientformerv2-tiny"), tmp_path, img_size=32, num_classes=10, limit=2, progress=False
+    )
     blocks = [item for item in manifest["items"] if item["kind"] == "block"]
     assert len(blocks) == 2 and len(manifest["items"]) == 2  # a limited export has no whole networks
     for item in blocks:
@@ -181,7 +204,8 @@ def _filled_export(tmp_path, rng_seed=0, drop=None):
             rows.append(f"{item['id']},")
             continue
         if item["kind"] == "block":
-            from nas.signature import BlockSignature
+            from nas.core.signature import BlockSignature
+
             ms = model.predict_ops(block_ops(space.family, BlockSignature.from_key(item["key"])), intercept=False)
         else:
             ms = 1.3 * predict_timm_arch(item["arch"], model)
@@ -219,17 +243,31 @@ def _set_row(lines, index, value):
     return lines
 
 
-@pytest.mark.parametrize("mutate, fragment", [
-    (lambda lines: _set_row(lines, 4, "abc"), "not a number"),
-    (lambda lines: _set_row(lines, 4, "-1"), "must be positive"),
-    (lambda lines: lines + ["b9999,1.0"], "unknown id 'b9999'"),
-    (lambda lines: ["name,ms"] + lines[1:], "expected the columns id, latency_ms"),
-])
+@pytest.mark.parametrize(
+    "mutate, fragment",
+    [
+        (lambda lines: _set_row(lines, 4, "abc"), "not a number"),
+        (lambda lines: _set_row(lines, 4, "-1"), "must be positive"),
+        (lambda lines: lines + ["b9999,1.0"], "unknown id 'b9999'"),
+        (lambda lines: ["name,ms"] + lines[1:], "expected the columns id, latency_ms"),
+    ],
+)
 def test_bad_phone_csv(tmp_path, mutate, fragment, capsys):
     _, csv_path = _filled_export(tmp_path)
     csv_path.write_text("\n".join(mutate(csv_path.read_text().splitlines())) + "\n")
-    assert main(["import-table", str(csv_path), "--manifest", str(tmp_path / "manifest.json"),
-                 "--out", str(tmp_path / "x.json")]) == 2
+    assert (
+        main(
+            [
+                "import-table",
+                str(csv_path),
+                "--manifest",
+                str(tmp_path / "manifest.json"),
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0]
     assert not (tmp_path / "x.json").exists()
@@ -237,18 +275,52 @@ def test_bad_phone_csv(tmp_path, mutate, fragment, capsys):
 
 def test_missing_block_rows_are_refused(tmp_path, capsys):
     _, csv_path = _filled_export(tmp_path, drop="b0007")
-    assert main(["import-table", str(csv_path), "--manifest", str(tmp_path / "manifest.json"),
-                 "--out", str(tmp_path / "x.json")]) == 2
+    assert (
+        main(
+            [
+                "import-table",
+                str(csv_path),
+                "--manifest",
+                str(tmp_path / "manifest.json"),
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "1 of 52 blocks have no latency_ms, e.g. b0007" in err
 
 
 def test_check_table_cli_on_a_measured_table(tiny_table, tmp_path, capsys):
     path = tiny_table.save(tmp_path / "cpu.json")
-    assert main(["check-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--img-size", "32",
-                 "--table", str(path), "--random", "1", "--repeats", "3", "--json"]) == 0
+    assert (
+        main(
+            [
+                "check-table",
+                "--device",
+                "cpu",
+                "--space",
+                "efficientformerv2-tiny",
+                "--img-size",
+                "32",
+                "--table",
+                str(path),
+                "--random",
+                "1",
+                "--repeats",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in result["rows"]] == ["efficientformerv2_tiny_max", "efficientformerv2_tiny_min", "random-0"]
+    assert [r["name"] for r in result["rows"]] == [
+        "efficientformerv2_tiny_max",
+        "efficientformerv2_tiny_min",
+        "random-0",
+    ]
     assert result["median_ape"] == sorted(r["ape"] for r in result["rows"])[1]
 
 

@@ -5,8 +5,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from nas import load_space
-from nas.metrics import block_signatures, count_macs, count_params, mes
-from nas.signature import BlockSignature
+from nas.blocks import block_signatures
+from nas.core.signature import BlockSignature
+from nas.metrics import count_macs, count_params, mes
 from supernets import build_static
 
 
@@ -26,8 +27,12 @@ def test_counts_equal_the_whole_static_model(space_name, img_size, num_classes):
 def test_macs_match_the_paper():
     space = load_space("efficientformerv2")
     # EfficientFormerV2 tab. 2: S0 0.40, S1 0.65, S2 1.25, L 2.56 GMACs.
-    for name, gmacs in [("efficientformerv2_s0", 0.40), ("efficientformerv2_s1", 0.65),
-                        ("efficientformerv2_s2", 1.25), ("efficientformerv2_l", 2.56)]:
+    for name, gmacs in [
+        ("efficientformerv2_s0", 0.40),
+        ("efficientformerv2_s1", 0.65),
+        ("efficientformerv2_s2", 1.25),
+        ("efficientformerv2_l", 2.56),
+    ]:
         assert count_macs(space.named(name)) / 1e9 == pytest.approx(gmacs, abs=0.01)
 
 

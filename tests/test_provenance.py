@@ -6,8 +6,7 @@ import subprocess
 from nas.cli import main
 from nas.provenance import RunClock, code_version
 
-QUICK = ["--epochs", "1", "--batch-size", "32", "--eval-batch-size", "128", "--log-every", "2",
-         "--img-size", "32"]
+QUICK = ["--epochs", "1", "--batch-size", "32", "--eval-batch-size", "128", "--log-every", "2", "--img-size", "32"]
 
 
 def test_code_version_is_this_checkout():

@@ -22,9 +22,32 @@ def test_rank_stats_on_known_rankings():
 
 def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     out = tmp_path / "rank"
-    argv = ["rank-check", "--supernet", str(tiny_supernet), "-n", "5", "--device", "iphone12", "--out", str(out),
-            "--max-steps", "2", "--epochs", "1", "--batch-size", "32", "--img-size", "32", "--bn-calib-batches", "1",
-            "--full-recipe", "demo", "--full-n", "2", "--json"]
+    argv = [
+        "rank-check",
+        "--supernet",
+        str(tiny_supernet),
+        "-n",
+        "5",
+        "--device",
+        "iphone12",
+        "--out",
+        str(out),
+        "--max-steps",
+        "2",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--img-size",
+        "32",
+        "--bn-calib-batches",
+        "1",
+        "--full-recipe",
+        "demo",
+        "--full-n",
+        "2",
+        "--json",
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     rows = result["rows"]
@@ -44,8 +67,9 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     # Resumed: nothing trained again, the same study; without --resume the folder is refused.
     assert main([*argv, "--resume"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert {k: v for k, v in again.items() if "seconds" not in k} == \
-        {k: v for k, v in result.items() if "seconds" not in k}
+    assert {k: v for k, v in again.items() if "seconds" not in k} == {
+        k: v for k, v in result.items() if "seconds" not in k
+    }
     assert main(argv) == 2
     assert "pass --resume" in capsys.readouterr().err
 
@@ -53,7 +77,9 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
 def test_rank_check_bad_input(tiny_supernet, tmp_path, capsys):
     assert main(["rank-check", "--supernet", str(tiny_supernet), "-n", "3", "--out", str(tmp_path / "r")]) == 2
     assert "-n must be at least 4" in capsys.readouterr().err
-    assert main(["rank-check", "--supernet", str(tiny_supernet), "-n", "5", "--full-n", "2",
-                 "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(["rank-check", "--supernet", str(tiny_supernet), "-n", "5", "--full-n", "2", "--out", str(tmp_path / "r")])
+        == 2
+    )
     assert "needs --full-recipe" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()

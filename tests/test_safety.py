@@ -18,7 +18,7 @@ import torch
 
 from nas.checkpoint import load_checkpoint
 from nas.cli import main
-from nas.errors import NasError
+from nas.core.errors import NasError
 from nas.runlock import RunLock
 from nas.search.evaluator import DiskCache
 
@@ -61,8 +61,25 @@ def _one_line_error(capsys, fragment: str) -> str:
 def fixed_run(tmp_path_factory):
     """A ``nas train`` run of a member, stopped after one step (so it can be resumed)."""
     run = tmp_path_factory.mktemp("fixed") / "run"
-    assert main(["train", "efficientformerv2_s0", "--run", str(run), "--img-size", "32", "--epochs", "1",
-                 "--batch-size", "32", "--max-steps", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "efficientformerv2_s0",
+                "--run",
+                str(run),
+                "--img-size",
+                "32",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "32",
+                "--max-steps",
+                "1",
+            ]
+        )
+        == 0
+    )
     return run
 
 
@@ -74,32 +91,91 @@ def _copy_run(run: Path, dest: Path) -> Path:
 
 # --- checkpoints with a payload are refused by every command that reads one -------------------------
 
-@pytest.mark.parametrize("command", ["search", "train-supernet-resume", "train-resume", "teacher", "export",
-                                     "compare-supernet"])
-def test_checkpoint_with_a_payload_is_refused_and_never_runs(command, tiny_supernet, fixed_run, tmp_path, capsys,
-                                                             monkeypatch):
+
+@pytest.mark.parametrize(
+    "command", ["search", "train-supernet-resume", "train-resume", "teacher", "export", "compare-supernet"]
+)
+def test_checkpoint_with_a_payload_is_refused_and_never_runs(
+    command, tiny_supernet, fixed_run, tmp_path, capsys, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "PWNED"
     supernet = _copy_run(tiny_supernet, tmp_path / "supernet")
     fixed = _copy_run(fixed_run, tmp_path / "fixed")
-    poisoned = {"search": supernet, "compare-supernet": supernet, "train-supernet-resume": supernet}.get(
-        command, fixed)
+    poisoned = {"search": supernet, "compare-supernet": supernet, "train-supernet-resume": supernet}.get(command, fixed)
     _poison(poisoned / "checkpoint.pt", marker)
     ckpt = str(poisoned / "checkpoint.pt")
     argv = {
-        "search": ["search", "--supernet", str(supernet), "--objective", "params", "--target", "2e5",
-                   "--run", "s"],
-        "train-supernet-resume": ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny",
-                                  "--run", str(supernet), "--epochs", "1", "--batch-size", "32",
-                                  "--bn-calib-batches", "1", "--resume"],
-        "train-resume": ["train", "efficientformerv2_s0", "--run", str(fixed), "--img-size", "32", "--epochs", "1",
-                         "--batch-size", "32", "--resume"],
-        "teacher": ["train", "efficientformerv2_s0", "--run", "t", "--img-size", "32", "--teacher",
-                    "efficientformerv2_s0", "--teacher-checkpoint", ckpt],
-        "export": ["export", "efficientformerv2_s0", "--checkpoint", ckpt, "--format", "onnx", "--out", "m.onnx",
-                   "--img-size", "32", "--num-classes", "10"],
-        "compare-supernet": ["compare", "--searched", "efficientformerv2_s0", "--space", "efficientformerv2-tiny",
-                             "--random", "1", "--objective", "params", "--supernet", str(supernet), "--out", "c"],
+        "search": ["search", "--supernet", str(supernet), "--objective", "params", "--target", "2e5", "--run", "s"],
+        "train-supernet-resume": [
+            "train-supernet",
+            "efficientformerv2",
+            "--space",
+            "efficientformerv2-tiny",
+            "--run",
+            str(supernet),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--bn-calib-batches",
+            "1",
+            "--resume",
+        ],
+        "train-resume": [
+            "train",
+            "efficientformerv2_s0",
+            "--run",
+            str(fixed),
+            "--img-size",
+            "32",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--resume",
+        ],
+        "teacher": [
+            "train",
+            "efficientformerv2_s0",
+            "--run",
+            "t",
+            "--img-size",
+            "32",
+            "--teacher",
+            "efficientformerv2_s0",
+            "--teacher-checkpoint",
+            ckpt,
+        ],
+        "export": [
+            "export",
+            "efficientformerv2_s0",
+            "--checkpoint",
+            ckpt,
+            "--format",
+            "onnx",
+            "--out",
+            "m.onnx",
+            "--img-size",
+            "32",
+            "--num-classes",
+            "10",
+        ],
+        "compare-supernet": [
+            "compare",
+            "--searched",
+            "efficientformerv2_s0",
+            "--space",
+            "efficientformerv2-tiny",
+            "--random",
+            "1",
+            "--objective",
+            "params",
+            "--supernet",
+            str(supernet),
+            "--out",
+            "c",
+        ],
     }[command]
     if command == "compare-supernet":  # S0 is no member of the tiny space: search with one of its archs
         from nas import load_space
@@ -119,8 +195,22 @@ def test_checkpoint_with_a_payload_is_refused_and_never_runs(command, tiny_super
 def test_truncated_and_foreign_checkpoints(tiny_supernet, tmp_path, capsys):
     supernet = _copy_run(tiny_supernet, tmp_path / "supernet")
     _truncate(supernet / "checkpoint.pt")
-    assert main(["search", "--supernet", str(supernet), "--objective", "params", "--target", "2e5",
-                 "--run", str(tmp_path / "s")]) == 2
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(supernet),
+                "--objective",
+                "params",
+                "--target",
+                "2e5",
+                "--run",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, "corrupt or truncated supernet checkpoint")
     assert not (tmp_path / "s").exists()
     torch.save([1, 2, 3], supernet / "checkpoint.pt")
@@ -128,11 +218,11 @@ def test_truncated_and_foreign_checkpoints(tiny_supernet, tmp_path, capsys):
         load_checkpoint(supernet / "checkpoint.pt", "supernet checkpoint")
     torch.save({"model": {}}, supernet / "checkpoint.pt")
     with pytest.raises(NasError, match="lacks 'num_classes', 'img_size'"):
-        load_checkpoint(supernet / "checkpoint.pt", "supernet checkpoint", require=("model", "num_classes",
-                                                                                    "img_size"))
+        load_checkpoint(supernet / "checkpoint.pt", "supernet checkpoint", require=("model", "num_classes", "img_size"))
 
 
 # --- a corrupt image is named before any work starts, by every command that reads images ---------
+
 
 @pytest.fixture
 def corrupt_data(cifar_copy, tmp_path):
@@ -145,8 +235,10 @@ def corrupt_data(cifar_copy, tmp_path):
 
 def test_corrupt_image_is_named_before_training(corrupt_data, tmp_path, capsys):
     root, bad = corrupt_data
-    for argv in (["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny"],
-                 ["train", "efficientformerv2_s0", "--img-size", "32"]):
+    for argv in (
+        ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny"],
+        ["train", "efficientformerv2_s0", "--img-size", "32"],
+    ):
         run = tmp_path / "run"
         assert main([*argv, "--data", str(root), "--run", str(run), "--batch-size", "16"]) == 2
         line = _one_line_error(capsys, str(bad))
@@ -160,19 +252,73 @@ def test_search_and_compare_name_a_corrupt_image(cifar_copy, tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(cifar_copy, data)
     supernet = tmp_path / "supernet"
-    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--data", str(data),
-                 "--run", str(supernet), "--epochs", "1", "--batch-size", "16", "--max-steps", "1",
-                 "--bn-calib-batches", "1", "--img-size", "32"]) == 0
+    assert (
+        main(
+            [
+                "train-supernet",
+                "efficientformerv2",
+                "--space",
+                "efficientformerv2-tiny",
+                "--data",
+                str(data),
+                "--run",
+                str(supernet),
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--max-steps",
+                "1",
+                "--bn-calib-batches",
+                "1",
+                "--img-size",
+                "32",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     bad = sorted((data / "train" / "ship").iterdir())[0]
     bad.write_bytes(b"not a jpeg at all")
-    assert main(["search", "--supernet", str(supernet), "--objective", "params", "--target", "2e5",
-                 "--run", str(tmp_path / "s")]) == 2
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(supernet),
+                "--objective",
+                "params",
+                "--target",
+                "2e5",
+                "--run",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, str(bad))
     assert not (tmp_path / "s").exists()
     arch = load_space("efficientformerv2-tiny").smallest().save(tmp_path / "arch.yaml")
-    assert main(["compare", "--searched", str(arch), "--random", "1", "--objective", "params", "--data", str(data),
-                 "--supernet", "none", "--out", str(tmp_path / "c")]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                "--searched",
+                str(arch),
+                "--random",
+                "1",
+                "--objective",
+                "params",
+                "--data",
+                str(data),
+                "--supernet",
+                "none",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, str(bad))
     assert not (tmp_path / "c").exists()
 
@@ -198,8 +344,10 @@ BAD_INPUTS = [
     (["build-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--threads", "0"], "positive integer"),
     (["build-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--repeats", "-3"], "positive integer"),
     (["check-table", "--device", "iphone12", "--space", "efficientformerv2-tiny"], "cannot be timed here"),
-    (["check-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--table", "CORRUPT_JSON"],
-     "CORRUPT_JSON"),
+    (
+        ["check-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--table", "CORRUPT_JSON"],
+        "CORRUPT_JSON",
+    ),
     (["import-table", "missing.csv", "--manifest", "missing.json"], "missing.json"),
     # training flags and recipes
     ([*TRAIN, "--epochs", "-1"], "--epochs must be at least 1, got -1"),
@@ -233,17 +381,47 @@ BAD_INPUTS = [
     (["search", "--supernet", "missing-run", "--objective", "params", "--target", "2e5"], "not a trained supernet"),
     ([*SEARCH, "--objective", "params", "--target", "2e5", "--resume"], "nothing to resume"),
     # sample, compare, export, demo
-    (["sample", "--space", "efficientformerv2-tiny", "--objective", "params", "--target", "2e5", "--tolerance", "0",
-      "--out", "o"], "between 0 and 1"),
-    (["sample", "--space", "efficientformerv2-tiny", "--objective", "params", "--target", "2e5", "-n", "0",
-      "--out", "o"], "positive integer"),
+    (
+        [
+            "sample",
+            "--space",
+            "efficientformerv2-tiny",
+            "--objective",
+            "params",
+            "--target",
+            "2e5",
+            "--tolerance",
+            "0",
+            "--out",
+            "o",
+        ],
+        "between 0 and 1",
+    ),
+    (
+        [
+            "sample",
+            "--space",
+            "efficientformerv2-tiny",
+            "--objective",
+            "params",
+            "--target",
+            "2e5",
+            "-n",
+            "0",
+            "--out",
+            "o",
+        ],
+        "positive integer",
+    ),
     (["compare", "--searched", *S0, "--tolerance", "2"], "between 0 and 1"),
     (["compare", "--searched", *S0, "--workers", "-2"], "integer of 0 or more"),
     (["compare", "--searched", *S0, "--objective", "mes"], "needs --device"),
     (["compare", "--searched", *S0, "--epochs", "0"], "--epochs must be at least 1"),
     (["export", *S0, "--format", "tflite", "--out", "m"], "invalid choice: 'tflite'"),
-    (["export", *S0, "--format", "onnx", "--out", "m.onnx", "--checkpoint", "TRUNCATED_CKPT"],
-     "corrupt or truncated checkpoint"),
+    (
+        ["export", *S0, "--format", "onnx", "--out", "m.onnx", "--checkpoint", "TRUNCATED_CKPT"],
+        "corrupt or truncated checkpoint",
+    ),
     (["export", *S0, "--format", "onnx", "--out", "m.onnx", "--checkpoint", "missing.pt"], "checkpoint not found"),
     (["demo", "--target-fraction", "2"], "--target-fraction must be in (0, 1]"),
     (["demo", "--workers", "-1"], "integer of 0 or more"),
@@ -261,15 +439,20 @@ def bad_files(tmp_path_factory, tiny_supernet):
     import yaml
 
     (root / "outside.yaml").write_text(yaml.safe_dump(outside))
-    (root / "corrupt.json").write_text("{\"header\": ")
+    (root / "corrupt.json").write_text('{"header": ')
     (root / "wrong_type.yaml").write_text("epochs: ten\n")
     (root / "negative.yaml").write_text("epochs: 2\nbn_calib_batches: 0\n")
     torch.save({"model": {}}, root / "truncated.pt")
     _truncate(root / "truncated.pt")
-    return {"BAD_YAML": root / "bad.yaml", "OUTSIDE_YAML": root / "outside.yaml",
-            "CORRUPT_JSON": root / "corrupt.json", "WRONG_TYPE_RECIPE": root / "wrong_type.yaml",
-            "NEGATIVE_RECIPE": root / "negative.yaml", "TRUNCATED_CKPT": root / "truncated.pt",
-            "SUPERNET": tiny_supernet}
+    return {
+        "BAD_YAML": root / "bad.yaml",
+        "OUTSIDE_YAML": root / "outside.yaml",
+        "CORRUPT_JSON": root / "corrupt.json",
+        "WRONG_TYPE_RECIPE": root / "wrong_type.yaml",
+        "NEGATIVE_RECIPE": root / "negative.yaml",
+        "TRUNCATED_CKPT": root / "truncated.pt",
+        "SUPERNET": tiny_supernet,
+    }
 
 
 def test_at_least_thirty_bad_inputs():
@@ -296,10 +479,22 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, fragment, bad_fil
 
 # --- resumes and caches never mix settings ------------------------------------------------------------
 
+
 def test_search_resume_refuses_other_settings(tiny_supernet, tmp_path, capsys):
     out = tmp_path / "s"
-    argv = ["search", "--supernet", str(tiny_supernet), "--objective", "params", "--target", "2.4e5",
-            "--run", str(out), "--bn-calib-batches", "1"]
+    argv = [
+        "search",
+        "--supernet",
+        str(tiny_supernet),
+        "--objective",
+        "params",
+        "--target",
+        "2.4e5",
+        "--run",
+        str(out),
+        "--bn-calib-batches",
+        "1",
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     assert main([*argv[:-1], "2", "--resume"]) == 2
@@ -336,8 +531,22 @@ def test_training_resume_refuses_other_recipe_or_data(cifar_copy, tmp_path, caps
     data = tmp_path / "data"
     shutil.copytree(cifar_copy, data)
     run = tmp_path / "run"
-    argv = ["train", "efficientformerv2_s0", "--data", str(data), "--run", str(run), "--img-size", "32",
-            "--epochs", "2", "--batch-size", "16", "--max-steps", "1"]
+    argv = [
+        "train",
+        "efficientformerv2_s0",
+        "--data",
+        str(data),
+        "--run",
+        str(run),
+        "--img-size",
+        "32",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--max-steps",
+        "1",
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     assert main([*argv, "--resume", "--lr", "0.5"]) == 2
@@ -353,6 +562,7 @@ def test_training_resume_refuses_other_recipe_or_data(cifar_copy, tmp_path, caps
 
 # --- one writer per run folder ------------------------------------------------------------------------
 
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -360,10 +570,18 @@ def _dead_pid() -> int:
 
 
 def test_lock_names_a_live_holder_and_takes_over_a_dead_one(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from nas.runlock import RunLock\n"
-                               f"RunLock({str(tmp_path)!r}, 'search').acquire()\n"
-                               "print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from nas.runlock import RunLock\n"
+            f"RunLock({str(tmp_path)!r}, 'search').acquire()\n"
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(NasError, match=rf"is in use by pid {holder.pid} on .*\(search, since"):
@@ -385,9 +603,25 @@ def test_lock_names_a_live_holder_and_takes_over_a_dead_one(tmp_path):
 
 def test_second_command_on_a_busy_run_folder_exits_2(tmp_path):
     run = tmp_path / "run"
-    args = [sys.executable, "-m", "nas", "train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny",
-            "--run", str(run), "--epochs", "3", "--batch-size", "32", "--bn-calib-batches", "1",
-            "--checkpoint-every", "2"]
+    args = [
+        sys.executable,
+        "-m",
+        "nas",
+        "train-supernet",
+        "efficientformerv2",
+        "--space",
+        "efficientformerv2-tiny",
+        "--run",
+        str(run),
+        "--epochs",
+        "3",
+        "--batch-size",
+        "32",
+        "--bn-calib-batches",
+        "1",
+        "--checkpoint-every",
+        "2",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -402,7 +636,6 @@ def test_second_command_on_a_busy_run_folder_exits_2(tmp_path):
         first.kill()
         first.wait()
     # The holder was SIGKILLed: its lock is stale and the resumed run takes it over.
-    done = subprocess.run([*args, "--resume", "--max-steps", "6"], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([*args, "--resume", "--max-steps", "6"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (run / ".lock").exists()

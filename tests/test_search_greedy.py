@@ -32,6 +32,7 @@ def toy_accuracy_fn(evaluated):
     def accuracy(archs):
         evaluated.extend(archs)
         return [0.5 + 0.2 * (a.depths[2] - 1) + 0.001 * a.widths[2] + 0.0005 * a.widths[3] for a in archs]
+
     return accuracy
 
 
@@ -58,8 +59,9 @@ def test_unreachable_target_gives_the_range(mini):
 
 def test_resume_from_saved_state_gives_the_same_path(mini):
     saved = []
-    full = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700),
-                       on_step=lambda s: saved.append(list(s.steps)))
+    full = greedy_slim(
+        mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700), on_step=lambda s: saved.append(list(s.steps))
+    )
     from nas.search.greedy import SearchState
 
     partial = SearchState(full.start, full.start_accuracy, saved[1])  # stopped after step 1
@@ -107,27 +109,62 @@ def test_sample_cli_writes_arch_yamls(tmp_path, capsys):
     from nas import ArchConfig
     from nas.cli import main
 
-    assert main(["sample", "--space", "efficientformerv2", "--objective", "mes", "--target", "100",
-                 "--device", "iphone12", "-n", "2", "--seed", "1", "--out", str(tmp_path), "--json"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--space",
+                "efficientformerv2",
+                "--objective",
+                "mes",
+                "--target",
+                "100",
+                "--device",
+                "iphone12",
+                "-n",
+                "2",
+                "--seed",
+                "1",
+                "--out",
+                str(tmp_path),
+                "--json",
+            ]
+        )
+        == 0
+    )
     import json
 
     result = json.loads(capsys.readouterr().out)
     assert len(result["archs"]) == 2 and all(100 <= a["mes"] <= 105 for a in result["archs"])
     space = load_space("efficientformerv2")
     assert all(space.contains(ArchConfig.load(tmp_path / f"random-{i}.yaml")) for i in range(2))
-    assert main(["sample", "--space", "efficientformerv2", "--objective", "mes", "--target", "100",
-                 "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "sample",
+                "--space",
+                "efficientformerv2",
+                "--objective",
+                "mes",
+                "--target",
+                "100",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "needs --device" in capsys.readouterr().err
 
 
 def test_efficientformer_latency_slimming_uses_importance():
-    from nas.search.greedy import efficientformer_actions
+    from supernets.efficientformer import importance_actions
 
     space = load_space("efficientformer-tiny")
     arch = space.largest()  # every position kept; MB3D: 1 in stage 3, 3 in stage 4
     blocks = [[0.9, 0.8], [0.9, 0.9], [0.7, 0.2, 0.9], [0.95, 0.9, 0.9]]  # stage 3 position 2 least important
     stages = [0.85, 0.9, 0.6, 0.92]
-    actions = efficientformer_actions(space, blocks, stages)(arch)
+    actions = importance_actions(space, blocks, stages)(arch)
     kinds = [(a.kind, a.stage) for a, _ in actions]
     assert kinds == [("remove_block", 2), ("remove_attention", 2), ("narrow_stage", 2)]
     skipped = actions[0][1]

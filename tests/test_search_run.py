@@ -19,8 +19,22 @@ def supernet_run(tiny_supernet):
 
 def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     out = tmp_path / "search"
-    argv = ["search", "--supernet", str(supernet_run), "--objective", "mes", "--target", "400", "--device",
-            "iphone12", "--run", str(out), "--bn-calib-batches", "1", "--json"]
+    argv = [
+        "search",
+        "--supernet",
+        str(supernet_run),
+        "--objective",
+        "mes",
+        "--target",
+        "400",
+        "--device",
+        "iphone12",
+        "--run",
+        str(out),
+        "--bn-calib-batches",
+        "1",
+        "--json",
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["mes"] >= 400 and "predicted on iphone12" in result["latency_source"]
@@ -40,13 +54,16 @@ def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["digest"] == result["digest"]
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--objective", "mes", "--target", "5000", "--device", "iphone12"], "out of reach"),
-    (["--objective", "mes", "--target", "100"], "needs --device"),
-    (["--objective", "speed", "--target", "1"], "unknown objective 'speed'"),
-    (["--objective", "latency", "--target", "1", "--device", "iphone99"], "unknown device 'iphone99'"),
-    (["--objective", "params", "--target", "1e5", "--space", "swiftformer"], "does not match"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--objective", "mes", "--target", "5000", "--device", "iphone12"], "out of reach"),
+        (["--objective", "mes", "--target", "100"], "needs --device"),
+        (["--objective", "speed", "--target", "1"], "unknown objective 'speed'"),
+        (["--objective", "latency", "--target", "1", "--device", "iphone99"], "unknown device 'iphone99'"),
+        (["--objective", "params", "--target", "1e5", "--space", "swiftformer"], "does not match"),
+    ],
+)
 def test_search_bad_input(supernet_run, tmp_path, capsys, argv, fragment):
     assert main(["search", "--supernet", str(supernet_run), "--run", str(tmp_path / "s"), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -101,9 +118,31 @@ def test_trial_architectures_are_valid(space_name):
 
 def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys):
     out = tmp_path / "nsga"
-    assert main(["search", "--supernet", str(supernet_run), "--strategy", "optuna", "--trials", "6",
-                 "--objective", "mes", "--target", "400", "--device", "iphone12", "--run", str(out),
-                 "--bn-calib-batches", "1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(supernet_run),
+                "--strategy",
+                "optuna",
+                "--trials",
+                "6",
+                "--objective",
+                "mes",
+                "--target",
+                "400",
+                "--device",
+                "iphone12",
+                "--run",
+                str(out),
+                "--bn-calib-batches",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     front = result["pareto"]
     assert front and all(set(r) >= {"accuracy", "latency_ms", "params", "mes", "arch"} for r in front)

@@ -9,11 +9,15 @@ from timm.models.efficientformer_v2 import (
 )
 
 from nas import ArchConfig, NasError, load_space
+from nas.core.space import block_slots
 from nas.metrics import count_params
-from nas.space import block_slots
 
-TIMM_KEYS = {"efficientformerv2_s0": ("S0", 2), "efficientformerv2_s1": ("S1", 2),
-             "efficientformerv2_s2": ("S2", 4), "efficientformerv2_l": ("L", 6)}
+TIMM_KEYS = {
+    "efficientformerv2_s0": ("S0", 2),
+    "efficientformerv2_s1": ("S1", 2),
+    "efficientformerv2_s2": ("S2", 4),
+    "efficientformerv2_l": ("L", 6),
+}
 
 
 @pytest.mark.parametrize("name", sorted(TIMM_KEYS))
@@ -67,8 +71,9 @@ def _enumerate(space):
                     options.append((depth, width, att, tuple(r * width for r in ratios)))
         per_stage.append(options)
     for combo in itertools.product(*per_stage):
-        yield ArchConfig(space.family, [c[0] for c in combo], [c[1] for c in combo], [c[2] for c in combo],
-                         [c[3] for c in combo])
+        yield ArchConfig(
+            space.family, [c[0] for c in combo], [c[1] for c in combo], [c[2] for c in combo], [c[3] for c in combo]
+        )
 
 
 def test_size_counts_every_distinct_subnetwork(tmp_path):
@@ -100,11 +105,14 @@ def test_shrink_actions_stay_in_space_and_shrink():
     assert not list(space.shrink_actions(space.smallest()))
 
 
-@pytest.mark.parametrize("change, fragments", [
-    (dict(widths=(32, 48, 100, 176)), ["stage 3", "widths[2] = 100", "64, 96, 120, 144, 160, 192"]),
-    (dict(depths=(2, 2, 6, 11)), ["stage 4", "depths[3] = 11", "2, 3, 4, 5, 6, 7, 8, 9, 10"]),
-    (dict(attention=(0, 1, 2, 2)), ["stage 2", "attention[1] = 1", "allowed: 0"]),
-])
+@pytest.mark.parametrize(
+    "change, fragments",
+    [
+        (dict(widths=(32, 48, 100, 176)), ["stage 3", "widths[2] = 100", "64, 96, 120, 144, 160, 192"]),
+        (dict(depths=(2, 2, 6, 11)), ["stage 4", "depths[3] = 11", "2, 3, 4, 5, 6, 7, 8, 9, 10"]),
+        (dict(attention=(0, 1, 2, 2)), ["stage 2", "attention[1] = 1", "allowed: 0"]),
+    ],
+)
 def test_validation_names_stage_field_and_allowed_values(change, fragments):
     space = load_space("efficientformerv2")
     s0 = space.named("efficientformerv2_s0")
@@ -131,7 +139,9 @@ def test_hidden_width_must_be_an_allowed_ratio():
     hidden = list(l_arch.hidden_widths[2])
     hidden[4] = 4 * 192
     with pytest.raises(NasError, match="expansion ratios 1, 2, 3"):
-        lspace.validate(l_arch.replace(hidden_widths=l_arch.hidden_widths[:2] + (tuple(hidden),) + l_arch.hidden_widths[3:]))
+        lspace.validate(
+            l_arch.replace(hidden_widths=l_arch.hidden_widths[:2] + (tuple(hidden),) + l_arch.hidden_widths[3:])
+        )
 
 
 def test_unknown_space_family_and_member():
@@ -141,12 +151,17 @@ def test_unknown_space_family_and_member():
         load_space("efficientformerv2").named("efficientformerv2_xl")
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("family: resnet\nstages: []\n", "unknown family 'resnet'"),
-    ("family: efficientformerv2\nstages: [{depths: [1], widths: [8], expansion_ratios: [2], speed: 3}]\n",
-     "unknown key 'speed'"),
-    ("family: efficientformerv2\nstages: [\n", "malformed YAML"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("family: resnet\nstages: []\n", "unknown family 'resnet'"),
+        (
+            "family: efficientformerv2\nstages: [{depths: [1], widths: [8], expansion_ratios: [2], speed: 3}]\n",
+            "unknown key 'speed'",
+        ),
+        ("family: efficientformerv2\nstages: [\n", "malformed YAML"),
+    ],
+)
 def test_bad_space_file(tmp_path, text, fragment):
     path = tmp_path / "s.yaml"
     path.write_text(text)

@@ -3,8 +3,8 @@ import random
 import pytest
 import timm
 import torch
-
 from helpers import assert_member_matches_timm, randomize_
+
 from nas import load_space
 from nas.metrics import count_params
 from supernets import build_supernet, extract

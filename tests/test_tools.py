@@ -28,10 +28,22 @@ def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
 
 # --- TensorBoard ------------------------------------------------------------------------------------
 
+
 def test_training_writes_tensorboard_curves_and_a_resume_continues_them(tmp_path):
     run = tmp_path / "run"
-    argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run), *QUICK,
-            "--log-every", "1", "--checkpoint-every", "3"]
+    argv = [
+        "train-supernet",
+        "efficientformerv2",
+        "--space",
+        "efficientformerv2-tiny",
+        "--run",
+        str(run),
+        *QUICK,
+        "--log-every",
+        "1",
+        "--checkpoint-every",
+        "3",
+    ]
     assert main([*argv, "--max-steps", "3"]) == 0
     at_three = run / "step3.pt"
     shutil.copy(run / "checkpoint.pt", at_three)
@@ -51,8 +63,27 @@ def test_training_writes_tensorboard_curves_and_a_resume_continues_them(tmp_path
 
 def test_search_writes_its_trajectory_to_tensorboard(tiny_supernet, tmp_path, capsys):
     run = tmp_path / "search"
-    assert main(["search", "--supernet", str(tiny_supernet), "--objective", "mes", "--target", "420", "--device",
-                 "iphone12", "--bn-calib-batches", "1", "--run", str(run), "--json"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(tiny_supernet),
+                "--objective",
+                "mes",
+                "--target",
+                "420",
+                "--device",
+                "iphone12",
+                "--bn-calib-batches",
+                "1",
+                "--run",
+                str(run),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     curves = _scalars(run)
     assert [s for s, _ in curves["search/mes"]] == list(range(result["steps"] + 1))
@@ -62,6 +93,7 @@ def test_search_writes_its_trajectory_to_tensorboard(tiny_supernet, tmp_path, ca
 
 # --- optuna database ----------------------------------------------------------------------------------
 
+
 def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet, tmp_path):
     import optuna
 
@@ -69,10 +101,36 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
     env = dict(os.environ, OMP_NUM_THREADS="1")
 
     def search(run: str, seed: int, trials: int, *extra: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "nas", "search", "--supernet", str(tiny_supernet),
-                                 "--strategy", "optuna", "--trials", str(trials), "--objective", "params",
-                                 "--target", "2e5", "--bn-calib-batches", "1", "--storage", db, "--seed", str(seed),
-                                 "--run", str(tmp_path / run), *extra], env=env, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nas",
+                "search",
+                "--supernet",
+                str(tiny_supernet),
+                "--strategy",
+                "optuna",
+                "--trials",
+                str(trials),
+                "--objective",
+                "params",
+                "--target",
+                "2e5",
+                "--bn-calib-batches",
+                "1",
+                "--storage",
+                db,
+                "--seed",
+                str(seed),
+                "--run",
+                str(tmp_path / run),
+                *extra,
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     procs = [search("a", 1, 8), search("b", 2, 8)]
     for proc in procs:
@@ -85,16 +143,76 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
     assert len((tmp_path / "a" / "trials.jsonl").read_text().splitlines()) >= 8
     # Continue the study in the default database of a run: the finished trials stay, new ones are added.
     own = tmp_path / "own"
-    assert main(["search", "--supernet", str(tiny_supernet), "--strategy", "optuna", "--trials", "3",
-                 "--objective", "params", "--target", "2e5", "--bn-calib-batches", "1", "--run", str(own)]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(tiny_supernet),
+                "--strategy",
+                "optuna",
+                "--trials",
+                "3",
+                "--objective",
+                "params",
+                "--target",
+                "2e5",
+                "--bn-calib-batches",
+                "1",
+                "--run",
+                str(own),
+            ]
+        )
+        == 0
+    )
     first = optuna.load_study(study_name="nas-search", storage=f"sqlite:///{own / 'optuna.db'}")
     kept = [(t.number, t.values) for t in first.trials]
-    assert main(["search", "--supernet", str(tiny_supernet), "--strategy", "optuna", "--trials", "5",
-                 "--objective", "params", "--target", "2e5", "--bn-calib-batches", "1", "--run", str(own),
-                 "--resume"]) == 2  # --trials changes the result: refused
-    assert main(["search", "--supernet", str(tiny_supernet), "--strategy", "optuna", "--trials", "3",
-                 "--objective", "params", "--target", "2e5", "--bn-calib-batches", "1", "--run", str(own),
-                 "--resume"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(tiny_supernet),
+                "--strategy",
+                "optuna",
+                "--trials",
+                "5",
+                "--objective",
+                "params",
+                "--target",
+                "2e5",
+                "--bn-calib-batches",
+                "1",
+                "--run",
+                str(own),
+                "--resume",
+            ]
+        )
+        == 2
+    )  # --trials changes the result: refused
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(tiny_supernet),
+                "--strategy",
+                "optuna",
+                "--trials",
+                "3",
+                "--objective",
+                "params",
+                "--target",
+                "2e5",
+                "--bn-calib-batches",
+                "1",
+                "--run",
+                str(own),
+                "--resume",
+            ]
+        )
+        == 0
+    )
     again = optuna.load_study(study_name="nas-search", storage=f"sqlite:///{own / 'optuna.db'}")
     assert [(t.number, t.values) for t in again.trials] == kept  # nothing re-run
 
@@ -108,11 +226,47 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def pipeline(tmp_path_factory, tiny_supernet):
     """A search of the tiny supernet and a comparison of its result, as users run them."""
     root = tmp_path_factory.mktemp("pipeline")
-    assert main(["search", "--supernet", str(tiny_supernet), "--objective", "mes", "--target", "420", "--device",
-                 "iphone12", "--bn-calib-batches", "1", "--run", str(root / "search")]) == 0
-    assert main(["compare", "--searched", str(root / "search" / "arch.yaml"), "--random", "2", "--out",
-                 str(root / "compare"), "--tolerance", "0.1", "--max-steps", "2", "--img-size", "32",
-                 *QUICK]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--supernet",
+                str(tiny_supernet),
+                "--objective",
+                "mes",
+                "--target",
+                "420",
+                "--device",
+                "iphone12",
+                "--bn-calib-batches",
+                "1",
+                "--run",
+                str(root / "search"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "compare",
+                "--searched",
+                str(root / "search" / "arch.yaml"),
+                "--random",
+                "2",
+                "--out",
+                str(root / "compare"),
+                "--tolerance",
+                "0.1",
+                "--max-steps",
+                "2",
+                "--img-size",
+                "32",
+                *QUICK,
+            ]
+        )
+        == 0
+    )
     return {"supernet": tiny_supernet, "search": root / "search", "compare": root / "compare"}
 
 
@@ -125,25 +279,34 @@ def test_report_pages_load_in_a_headless_browser_with_the_runs_numbers(pipeline,
         out = tmp_path / f"{kind}.html"
         assert main(["report", str(run), "--out", str(out)]) == 0
         pages[kind] = out
-    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
+    args = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
         try:
             for kind, path in pages.items():
                 page = browser.new_page()
                 errors, requests = [], []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.on("request", lambda r: requests.append(r.url))
+                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+                page.on("request", lambda r, requests=requests: requests.append(r.url))
                 page.goto(path.as_uri())
                 page.wait_for_load_state("load")
                 assert errors == [], (kind, errors)
                 assert all(url.startswith(("file:", "data:")) for url in requests), requests  # no network
                 images = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
                 assert images and all(done and width > 0 for done, width in images), (kind, images)
-                cells = page.evaluate("Array.from(document.querySelectorAll('[data-value]'))"
-                                      ".map(e => [e.dataset.key, JSON.parse(e.dataset.value), e.textContent])")
+                cells = page.evaluate(
+                    "Array.from(document.querySelectorAll('[data-value]'))"
+                    ".map(e => [e.dataset.key, JSON.parse(e.dataset.value), e.textContent])"
+                )
                 _check_numbers(kind, pipeline[kind], cells)
                 page.close()
         finally:
@@ -169,8 +332,11 @@ def _check_numbers(kind: str, run: Path, cells: list) -> None:
     else:
         result = json.loads((run / "result.json").read_text())
         assert shown["result.largest_top1"][0] == (result["largest_top1"], f"{100 * result['largest_top1']:.2f}")
-        last = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-                if "loss" in line and '"final"' not in line][-1]
+        last = [
+            json.loads(line)
+            for line in (run / "metrics.jsonl").read_text().splitlines()
+            if "loss" in line and '"final"' not in line
+        ][-1]
         assert shown["last.loss"][0][0] == last["loss"]
 
 
@@ -181,25 +347,66 @@ def test_report_of_a_folder_that_is_no_run(tmp_path, capsys):
 
 # --- released weights -------------------------------------------------------------------------------
 
+
 def test_train_supernet_from_released_weights_of_its_largest_network(tmp_path, capsys):
     import timm
 
     weights = tmp_path / "l.pth"
     torch.save(timm.create_model("efficientformerv2_l").state_dict(), weights)  # 1000 classes, at 224
     run = tmp_path / "run"
-    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-l", "--init", str(weights),
-                 "--run", str(run), "--img-size", "32", "--max-steps", "1", *QUICK]) == 0
+    assert (
+        main(
+            [
+                "train-supernet",
+                "efficientformerv2",
+                "--space",
+                "efficientformerv2-l",
+                "--init",
+                str(weights),
+                "--run",
+                str(run),
+                "--img-size",
+                "32",
+                "--max-steps",
+                "1",
+                *QUICK,
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     config = (run / "config.yaml").read_text()
     assert "init_digest:" in config
     # A network of another family does not fit: one line naming the keys.
     s0 = tmp_path / "swift.pth"
     torch.save(timm.create_model("swiftformer_xs").state_dict(), s0)
-    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-l", "--init", str(s0),
-                 "--run", str(tmp_path / "bad"), "--img-size", "32", "--max-steps", "1", *QUICK]) == 2
+    assert (
+        main(
+            [
+                "train-supernet",
+                "efficientformerv2",
+                "--space",
+                "efficientformerv2-l",
+                "--init",
+                str(s0),
+                "--run",
+                str(tmp_path / "bad"),
+                "--img-size",
+                "32",
+                "--max-steps",
+                "1",
+                *QUICK,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not fit" in err[0] and "missing keys: stem.conv1" in err[0] \
+    assert (
+        len(err) == 1
+        and "does not fit" in err[0]
+        and "missing keys: stem.conv1" in err[0]
         and "unexpected keys:" in err[0]
+    )
     assert not (tmp_path / "bad").exists()
 
 
@@ -226,8 +433,24 @@ def test_fine_tune_a_member_from_released_weights(tmp_path, capsys):
     weights = tmp_path / "s0.pth"
     torch.save(timm.create_model("efficientformerv2_s0").state_dict(), weights)
     run = tmp_path / "run"
-    assert main(["train", "efficientformerv2_s0", "--init", str(weights), "--run", str(run), "--img-size", "32",
-                 "--max-steps", "1", *QUICK]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "efficientformerv2_s0",
+                "--init",
+                str(weights),
+                "--run",
+                str(run),
+                "--img-size",
+                "32",
+                "--max-steps",
+                "1",
+                *QUICK,
+            ]
+        )
+        == 0
+    )
     state = torch.load(run / "checkpoint.pt", weights_only=True)["model"]
     released = torch.load(weights, weights_only=True)
     # One step of AdamW from the released weights: close to them, far from a fresh initialisation.
@@ -236,6 +459,7 @@ def test_fine_tune_a_member_from_released_weights(tmp_path, capsys):
 
 
 # --- one budget everywhere --------------------------------------------------------------------------
+
 
 def test_profile_prices_a_searched_arch_as_the_search_did(pipeline, capsys):
     result = json.loads((pipeline["search"] / "result.json").read_text())
@@ -247,8 +471,29 @@ def test_profile_prices_a_searched_arch_as_the_search_did(pipeline, capsys):
 
 def test_sample_records_its_classifier_size(tmp_path, capsys):
     out = tmp_path / "random"
-    assert main(["sample", "--space", "efficientformerv2-tiny", "--objective", "mes", "--target", "450", "--device",
-                 "iphone12", "--num-classes", "10", "-n", "1", "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--space",
+                "efficientformerv2-tiny",
+                "--objective",
+                "mes",
+                "--target",
+                "450",
+                "--device",
+                "iphone12",
+                "--num-classes",
+                "10",
+                "-n",
+                "1",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     sampled = json.loads(capsys.readouterr().out)["archs"][0]
     assert main(["profile", str(out / "random-0.yaml"), "--device", "iphone12", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["mes"] == pytest.approx(sampled["mes"])
@@ -258,6 +503,7 @@ def test_sample_records_its_classifier_size(tmp_path, capsys):
 
 # --- mixed precision ----------------------------------------------------------------------------------
 
+
 def test_bf16_autocast_on_cpu_matches_float32_within_tolerance(tmp_path):
     from nas.data import eval_loader, load_splits
     from nas.evaluate import top1
@@ -266,10 +512,33 @@ def test_bf16_autocast_on_cpu_matches_float32_within_tolerance(tmp_path):
     losses = {}
     for amp in ("none", "bf16"):
         run = tmp_path / amp
-        assert main(["train", "efficientformerv2_s0", "--run", str(run), "--img-size", "32", "--max-steps", "3",
-                     "--log-every", "1", "--amp", amp, "--channels-last", "true", *QUICK]) == 0
-        losses[amp] = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
-                       if '"final"' not in line]
+        assert (
+            main(
+                [
+                    "train",
+                    "efficientformerv2_s0",
+                    "--run",
+                    str(run),
+                    "--img-size",
+                    "32",
+                    "--max-steps",
+                    "3",
+                    "--log-every",
+                    "1",
+                    "--amp",
+                    amp,
+                    "--channels-last",
+                    "true",
+                    *QUICK,
+                ]
+            )
+            == 0
+        )
+        losses[amp] = [
+            json.loads(line)["loss"]
+            for line in (run / "metrics.jsonl").read_text().splitlines()
+            if '"final"' not in line
+        ]
     assert losses["bf16"] == pytest.approx(losses["none"], rel=0.02)
     from supernets import build_static
 

@@ -31,8 +31,10 @@ def test_train_named_member_loads_into_timm_and_exports(tmp_path, capsys):
     import timm
 
     run = tmp_path / "run"
-    assert main(["train", "swiftformer_xs", "--run", str(run), "--img-size", "32", "--max-steps", "3", "--json",
-                 *QUICK]) == 0
+    assert (
+        main(["train", "swiftformer_xs", "--run", str(run), "--img-size", "32", "--max-steps", "3", "--json", *QUICK])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["step"] == 3 and result["arch"] == "swiftformer_xs" and result["num_classes"] == 10
     assert result["val"].startswith("20% of scikit-learn digits") and 0 <= result["top1"] <= 1
@@ -42,16 +44,54 @@ def test_train_named_member_loads_into_timm_and_exports(tmp_path, capsys):
     reference.load_state_dict(state["model"], strict=True)  # timm's own class, timm's names
     assert state["step"] == 3 and state["config"]["command"] == "train"
     onnx_path = tmp_path / "xs.onnx"
-    assert main(["export", "swiftformer_xs", "--checkpoint", str(run / "checkpoint.pt"), "--format", "onnx",
-                 "--out", str(onnx_path), "--img-size", "32", "--num-classes", "10", "--json"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "swiftformer_xs",
+                "--checkpoint",
+                str(run / "checkpoint.pt"),
+                "--format",
+                "onnx",
+                "--out",
+                str(onnx_path),
+                "--img-size",
+                "32",
+                "--num-classes",
+                "10",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["max_abs_diff"] <= 1e-4
 
 
 def test_train_searched_arch_on_real_images_with_ema_and_teacher(cifar_slice, tmp_path, capsys):
     arch_path = _searched_like_arch(tmp_path)
     run = tmp_path / "run"
-    assert main(["train", str(arch_path), "--data", str(cifar_slice), "--run", str(run), "--img-size", "32",
-                 "--model-ema", "true", "--teacher", "resnet18", "--max-steps", "2", *QUICK]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(arch_path),
+                "--data",
+                str(cifar_slice),
+                "--run",
+                str(run),
+                "--img-size",
+                "32",
+                "--model-ema",
+                "true",
+                "--teacher",
+                "resnet18",
+                "--max-steps",
+                "2",
+                *QUICK,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "space efficientformerv2-tiny" in out and "on test/ folder (30 images" in out and "top-1 (EMA)" in out
     result = json.loads((run / "result.json").read_text())
@@ -74,28 +114,57 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
         assert all(torch.equal(a[key][k], b[key][k]) for k in a[key])
     records = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert sum(bool(r.get("final")) for r in records) == 1  # the early stop's final line was dropped
-    assert json.loads((tmp_path / "a" / "result.json").read_text())["top1"] == \
-        json.loads((tmp_path / "b" / "result.json").read_text())["top1"]
+    assert (
+        json.loads((tmp_path / "a" / "result.json").read_text())["top1"]
+        == json.loads((tmp_path / "b" / "result.json").read_text())["top1"]
+    )
 
 
 def test_two_process_ddp_training_of_a_member(tmp_path):
     run = tmp_path / "ddp"
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "nas", "--",
-         "train", "efficientformerv2_s0", "--run", str(run), "--img-size", "32", "--batch-size", "16", "--epochs",
-         "1", "--max-steps", "2"],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "nas",
+            "--",
+            "train",
+            "efficientformerv2_s0",
+            "--run",
+            str(run),
+            "--img-size",
+            "32",
+            "--batch-size",
+            "16",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "world_size: 2" in (run / "config.yaml").read_text()
     assert json.loads((run / "result.json").read_text())["step"] == 2
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["efficientformerv9_s0"], "is not a named member of any space"),
-    (["efficientformerv2_s0", "--space", "swiftformer"], "is neither a member of space 'swiftformer'"),
-    (["efficientformerv2_s0", "--data", "/no/such/folder"], "data folder not found"),
-    (["efficientformerv2_s0", "--resume"], "nothing to resume"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["efficientformerv9_s0"], "is not a named member of any space"),
+        (["efficientformerv2_s0", "--space", "swiftformer"], "is neither a member of space 'swiftformer'"),
+        (["efficientformerv2_s0", "--data", "/no/such/folder"], "data folder not found"),
+        (["efficientformerv2_s0", "--resume"], "nothing to resume"),
+    ],
+)
 def test_train_bad_input(tmp_path, capsys, argv, fragment):
     run = tmp_path / "run"
     assert main(["train", *argv, "--run", str(run)]) == 2
@@ -106,8 +175,10 @@ def test_train_bad_input(tmp_path, capsys, argv, fragment):
 
 def test_train_arch_outside_its_space(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("family: efficientformerv2\ndepths: [2, 2, 3, 1]\nwidths: [24, 32, 48, 47]\n"
-                   "attention: [0, 0, 0, 0]\nhidden_widths: [[96, 96], [128, 128], [144, 96, 192], [192]]\n")
+    bad.write_text(
+        "family: efficientformerv2\ndepths: [2, 2, 3, 1]\nwidths: [24, 32, 48, 47]\n"
+        "attention: [0, 0, 0, 0]\nhidden_widths: [[96, 96], [128, 128], [144, 96, 192], [192]]\n"
+    )
     assert main(["train", str(bad), "--run", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.yaml" in err[0] and "width" in err[0]
@@ -116,8 +187,23 @@ def test_train_arch_outside_its_space(tmp_path, capsys):
 def test_compare_on_a_tiny_slice(tmp_path, capsys):
     arch_path = _searched_like_arch(tmp_path)
     out = tmp_path / "cmp"
-    argv = ["compare", "--searched", str(arch_path), "--random", "2", "--device", "iphone12", "--out", str(out),
-            "--img-size", "32", "--max-steps", "2", "--json", *QUICK]
+    argv = [
+        "compare",
+        "--searched",
+        str(arch_path),
+        "--random",
+        "2",
+        "--device",
+        "iphone12",
+        "--out",
+        str(out),
+        "--img-size",
+        "32",
+        "--max-steps",
+        "2",
+        "--json",
+        *QUICK,
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     rows = result["rows"]
@@ -151,8 +237,21 @@ def test_compare_on_a_tiny_slice(tmp_path, capsys):
 
 def test_compare_on_ray_workers_trains_the_same_networks(tmp_path, capsys):
     arch_path = _searched_like_arch(tmp_path)
-    common = ["compare", "--searched", str(arch_path), "--random", "1", "--objective", "params", "--img-size", "32",
-              "--max-steps", "1", "--json", *QUICK]
+    common = [
+        "compare",
+        "--searched",
+        str(arch_path),
+        "--random",
+        "1",
+        "--objective",
+        "params",
+        "--img-size",
+        "32",
+        "--max-steps",
+        "1",
+        "--json",
+        *QUICK,
+    ]
     assert main([*common, "--out", str(tmp_path / "local")]) == 0
     local = json.loads(capsys.readouterr().out)
     assert main([*common, "--out", str(tmp_path / "ray"), "--workers", "2"]) == 0
@@ -163,15 +262,18 @@ def test_compare_on_ray_workers_trains_the_same_networks(tmp_path, capsys):
         assert json.loads((tmp_path / "ray" / "runs" / row["network"] / "result.json").read_text())["step"] == 1
 
 
-@pytest.mark.parametrize("extra, fragment", [
-    (["--objective", "speed"], "unknown objective 'speed'"),
-    (["--tolerance", "2"], "argument --tolerance: expected a number between 0 and 1"),
-    (["--objective", "mes"], "objective mes needs --device"),
-    (["--device", "iphone99"], "unknown device"),
-    (["--device", "iphone12", "--tolerance", "1e-9"], "widen --tolerance"),
-    (["--objective", "params", "--resume"], "nothing to resume"),
-    (["--objective", "params", "--supernet", "/no/such/run"], "not a trained supernet run"),
-])
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--objective", "speed"], "unknown objective 'speed'"),
+        (["--tolerance", "2"], "argument --tolerance: expected a number between 0 and 1"),
+        (["--objective", "mes"], "objective mes needs --device"),
+        (["--device", "iphone99"], "unknown device"),
+        (["--device", "iphone12", "--tolerance", "1e-9"], "widen --tolerance"),
+        (["--objective", "params", "--resume"], "nothing to resume"),
+        (["--objective", "params", "--supernet", "/no/such/run"], "not a trained supernet run"),
+    ],
+)
 def test_compare_bad_input(tmp_path, capsys, extra, fragment):
     arch_path = _searched_like_arch(tmp_path)
     out = tmp_path / "cmp"
@@ -187,12 +289,38 @@ def test_compare_bad_input(tmp_path, capsys, extra, fragment):
 
 def test_demo_with_a_reduced_budget(tmp_path, capsys):
     run = tmp_path / "demo"
-    assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
-                 "--target-fraction", "0.1"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--run",
+                str(run),
+                "--supernet-epochs",
+                "1",
+                "--train-epochs",
+                "1",
+                "--random",
+                "2",
+                "--target-fraction",
+                "0.1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    for fragment in ("[1/4] latency table", "[2/4] supernet", "[3/4] search", "[4/4] compare", "| **searched** |",
-                     "random-1", "where the numbers come from", "predicted on iphone12", "trained from scratch",
-                     "supernet top-1 (%)", "Kendall's tau, supernet vs from-scratch ranking"):
+    for fragment in (
+        "[1/4] latency table",
+        "[2/4] supernet",
+        "[3/4] search",
+        "[4/4] compare",
+        "| **searched** |",
+        "random-1",
+        "where the numbers come from",
+        "predicted on iphone12",
+        "trained from scratch",
+        "supernet top-1 (%)",
+        "Kendall's tau, supernet vs from-scratch ranking",
+    ):
         assert fragment in out, fragment
     result = json.loads((run / "demo.json").read_text())
     assert result["search"]["mes"] >= result["target_mes"]
@@ -204,8 +332,24 @@ def test_demo_with_a_reduced_budget(tmp_path, capsys):
     page = (run / "report.html").read_text()  # the demo ends with its report: every stage on one page
     assert all(f"Stage: {stage}" in page for stage in ("supernet", "search", "compare")) and "<img" in page
     # A second run finds every stage done and prints the same table.
-    assert main(["demo", "--run", str(run), "--supernet-epochs", "1", "--train-epochs", "1", "--random", "2",
-                 "--target-fraction", "0.1"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--run",
+                str(run),
+                "--supernet-epochs",
+                "1",
+                "--train-epochs",
+                "1",
+                "--random",
+                "2",
+                "--target-fraction",
+                "0.1",
+            ]
+        )
+        == 0
+    )
     assert "| **searched** |" in capsys.readouterr().out
 
 

@@ -15,8 +15,18 @@ from nas.cli import main
 from nas.recipe import load_recipe
 from nas.train.supernet import gumbel_temperature, train_supernet
 
-QUICK = ["--epochs", "1", "--batch-size", "32", "--bn-calib-batches", "1", "--eval-batch-size", "64",
-         "--log-every", "2"]
+QUICK = [
+    "--epochs",
+    "1",
+    "--batch-size",
+    "32",
+    "--bn-calib-batches",
+    "1",
+    "--eval-batch-size",
+    "64",
+    "--log-every",
+    "2",
+]
 
 
 def cli(*argv):
@@ -25,8 +35,25 @@ def cli(*argv):
 
 def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo",
-                 "--data", str(cifar_slice), "--run", str(run), "--json", *QUICK]) == 0
+    assert (
+        main(
+            [
+                "train-supernet",
+                "efficientformerv2",
+                "--space",
+                "efficientformerv2-tiny",
+                "--recipe",
+                "demo",
+                "--data",
+                str(cifar_slice),
+                "--run",
+                str(run),
+                "--json",
+                *QUICK,
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["train_split"] + result["search_split"] == 120 and result["chance"] == pytest.approx(1 / 3)
     assert 0 <= result["largest_top1"] <= 1 and 0 <= result["smallest_top1"] <= 1
@@ -39,15 +66,15 @@ def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
 
 def test_swiftformer_sandwich_and_teacher_distillation(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, teacher="resnet18", bn_calib_batches=1)
-    result = train_supernet(load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3,
-                            progress=False)
+    result = train_supernet(load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3, progress=False)
     assert result["step"] == 3 and "largest_top1" in result
 
 
 def test_gumbel_training_saves_alpha_and_importance(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=2, batch_size=32, bn_calib_batches=1, alpha_lr=0.05)
-    result = train_supernet(load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6,
-                            progress=False)
+    result = train_supernet(
+        load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6, progress=False
+    )
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     alphas = [v for k, v in state["model"].items() if k.startswith("arch_logits")]
     assert len(alphas) == 4 and any(a.abs().sum() > 0 for a in alphas)  # α moved from zero
@@ -73,16 +100,31 @@ def _step(run: Path) -> int:
 
 
 def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
-    args = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--epochs", "2",
-            "--batch-size", "32", "--checkpoint-every", "3", "--bn-calib-batches", "1", "--max-steps", "20"]
+    args = [
+        "train-supernet",
+        "efficientformerv2",
+        "--space",
+        "efficientformerv2-tiny",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "32",
+        "--checkpoint-every",
+        "3",
+        "--bn-calib-batches",
+        "1",
+        "--max-steps",
+        "20",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     subprocess.run(cli(*args, "--run", str(tmp_path / "a")), check=True, env=env, capture_output=True, timeout=600)
     b = tmp_path / "b"
     killed_at = []
     for kill_after in (4, 9, 14):  # SIGKILL once the checkpoint passes each of these steps
         resume = ["--resume"] if (b / "checkpoint.pt").exists() else []
-        proc = subprocess.Popen(cli(*args, "--run", str(b), *resume), env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            cli(*args, "--run", str(b), *resume), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None and _step(b) < kill_after:
             time.sleep(0.1)
@@ -103,22 +145,51 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
 def test_two_process_ddp_on_cpu(tmp_path):
     run = tmp_path / "ddp"
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "nas", "--",
-         "train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run),
-         "--batch-size", "16", "--epochs", "1", "--max-steps", "3", "--bn-calib-batches", "1"],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "nas",
+            "--",
+            "train-supernet",
+            "efficientformerv2",
+            "--space",
+            "efficientformerv2-tiny",
+            "--run",
+            str(run),
+            "--batch-size",
+            "16",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "3",
+            "--bn-calib-batches",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "world_size: 2" in (run / "config.yaml").read_text()
     assert json.loads((run / "result.json").read_text())["step"] == 3
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["efficientformerv2", "--data", "/no/such/folder"], "data folder not found"),
-    (["efficientformerv3"], "unknown family 'efficientformerv3'"),
-    (["efficientformerv2", "--space", "swiftformer-tiny"], "is a swiftformer space, not efficientformerv2"),
-    (["efficientformerv2", "--recipe", "nope"], "unknown recipe 'nope'"),
-    (["efficientformerv2", "--resume"], "nothing to resume"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["efficientformerv2", "--data", "/no/such/folder"], "data folder not found"),
+        (["efficientformerv3"], "unknown family 'efficientformerv3'"),
+        (["efficientformerv2", "--space", "swiftformer-tiny"], "is a swiftformer space, not efficientformerv2"),
+        (["efficientformerv2", "--recipe", "nope"], "unknown recipe 'nope'"),
+        (["efficientformerv2", "--resume"], "nothing to resume"),
+    ],
+)
 def test_bad_input(tmp_path, capsys, argv, fragment):
     run = tmp_path / "run"
     assert main(["train-supernet", *argv, "--run", str(run)]) == 2
@@ -129,8 +200,10 @@ def test_bad_input(tmp_path, capsys, argv, fragment):
 
 def test_folder_without_images_and_unknown_recipe_field(tmp_path, capsys):
     (tmp_path / "empty" / "train" / "cat").mkdir(parents=True)
-    assert main(["train-supernet", "efficientformerv2", "--data", str(tmp_path / "empty"),
-                 "--run", str(tmp_path / "run")]) == 2
+    assert (
+        main(["train-supernet", "efficientformerv2", "--data", str(tmp_path / "empty"), "--run", str(tmp_path / "run")])
+        == 2
+    )
     assert "no images" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("epochs: 1\nlearning_rate: 3\n")
@@ -146,5 +219,6 @@ def test_existing_run_needs_resume(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, bn_calib_batches=1)
     train_supernet(load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False)
     with pytest.raises(NasError, match="pass --resume"):
-        train_supernet(load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1,
-                       progress=False)
+        train_supernet(
+            load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False
+        )

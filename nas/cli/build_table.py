@@ -13,10 +13,14 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("build-table", help="build a latency table for a device and space",
-                       description="Local devices (cpu, onnxruntime-cpu, cuda) are measured block by block and "
-                                   "calibrated end to end; phones (iphone12, iphone14, pixel6) get a table predicted "
-                                   "by a cost model fitted to published latencies, labelled as such.")
+    """Register the ``nas build-table`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "build-table",
+        help="build a latency table for a device and space",
+        description="Local devices (cpu, onnxruntime-cpu, cuda) are measured block by block and "
+        "calibrated end to end; phones (iphone12, iphone14, pixel6) get a table predicted "
+        "by a cost model fitted to published latencies, labelled as such.",
+    )
     p.add_argument("--device", required=True, help=f"one of {', '.join(DEVICES)}")
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--img-size", type=image_size, default=224)
@@ -30,35 +34,52 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas build-table``: measure (local device) or predict (phone) the table, save it and print
+    its header, source and error; return the exit code."""
     device = get_device(args.device)
     space = load_space(args.space)
     if device.kind == "local":
         from nas.latency.measure import TimingConfig, build_measured_table
 
-        table = build_measured_table(args.device, space, args.img_size, args.num_classes,
-                                     TimingConfig(min_repeats=args.repeats, threads=args.threads),
-                                     out=args.out, resume=args.resume, seed=args.seed)
+        table = build_measured_table(
+            args.device,
+            space,
+            args.img_size,
+            args.num_classes,
+            TimingConfig(min_repeats=args.repeats, threads=args.threads),
+            out=args.out,
+            resume=args.resume,
+            seed=args.seed,
+        )
     else:
         from nas.latency.predict import build_predicted_table
 
         table = build_predicted_table(args.device, space, args.img_size, args.num_classes)
         table.save(args.out)
     h = table.header
-    lines = [f"table        {table.path}",
-             f"device       {h.device} ({h.runtime}, {h.dtype}, batch {h.batch}"
-             + (f", {h.threads} threads)" if h.threads else ")"),
-             f"source       {h.source}",
-             f"entries      {len(table.entries)} block signatures of space {h.space} at {h.img_size}x{h.img_size}"]
+    lines = [
+        f"table        {table.path}",
+        f"device       {h.device} ({h.runtime}, {h.dtype}, batch {h.batch}"
+        + (f", {h.threads} threads)" if h.threads else ")"),
+        f"source       {h.source}",
+        f"entries      {len(table.entries)} block signatures of space {h.space} at {h.img_size}x{h.img_size}",
+    ]
     if h.source == "predicted":
         e = h.error
-        lines.append(f"error        nested leave-one-model-out mean APE {100 * e['value']:.1f}% "
-                     f"(median {100 * e['median']:.1f}%, {e['n_models']} published models; "
-                     f"MACs-proportional baseline {100 * e['macs_only_loo_mean']:.1f}%)")
+        lines.append(
+            f"error        nested leave-one-model-out mean APE {100 * e['value']:.1f}% "
+            f"(median {100 * e['median']:.1f}%, {e['n_models']} published models; "
+            f"MACs-proportional baseline {100 * e['macs_only_loo_mean']:.1f}%)"
+        )
     else:
         cal = h.method["calibration"]
-        lines.append(f"calibration  scale {cal['scale']:.3f}, offset {cal['offset_ms']:.3f} ms "
-                     f"(uncalibrated median APE {100 * cal['uncalibrated_median_ape']:.1f}%)")
-        lines.append(f"error        median APE vs end to end {100 * h.error['value']:.1f}% "
-                     f"on {len(h.error['checked_on'])} networks (max {100 * h.error['max']:.1f}%)")
+        lines.append(
+            f"calibration  scale {cal['scale']:.3f}, offset {cal['offset_ms']:.3f} ms "
+            f"(uncalibrated median APE {100 * cal['uncalibrated_median_ape']:.1f}%)"
+        )
+        lines.append(
+            f"error        median APE vs end to end {100 * h.error['value']:.1f}% "
+            f"on {len(h.error['checked_on'])} networks (max {100 * h.error['max']:.1f}%)"
+        )
     emit({"path": str(table.path), "header": h.__dict__, "entries": len(table.entries)}, args.json, lines)
     return 0

@@ -19,6 +19,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def add_common(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
+    """Add ``--seed`` and, with ``json_output``, ``--json`` to ``parser``."""
     parser.add_argument("--seed", type=nonneg_int, default=0, help="random seed, 0 or more (default: 0)")
     if json_output:
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -44,8 +45,11 @@ def _float_in(low: float, high: float | None, what: str, low_open: bool = True, 
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        inside = math.isfinite(value) and (value > low if low_open else value >= low) and \
-            (high is None or (value < high if high_open else value <= high))
+        inside = (
+            math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (high is None or (value < high if high_open else value <= high))
+        )
         if not inside:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
         return value
@@ -75,14 +79,20 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
     from nas.recipe import add_recipe_overrides
 
     parser.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
-    parser.add_argument("--data", help="image folder with train/<class>/* (and val/ or test/); "
-                                       "default: scikit-learn's digits")
+    parser.add_argument(
+        "--data", help="image folder with train/<class>/* (and val/ or test/); default: scikit-learn's digits"
+    )
     parser.add_argument("--run", help=f"run folder (default: {default_run})")
     parser.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")
-    parser.add_argument("--init", metavar="PATH", help="start from released weights (a timm state dict or checkpoint); "
-                                                      "classifier heads of another class count are re-initialised")
-    parser.add_argument("--max-steps", type=positive_int,
-                        help="stop after this many steps (the schedule still spans --epochs)")
+    parser.add_argument(
+        "--init",
+        metavar="PATH",
+        help="start from released weights (a timm state dict or checkpoint); "
+        "classifier heads of another class count are re-initialised",
+    )
+    parser.add_argument(
+        "--max-steps", type=positive_int, help="stop after this many steps (the schedule still spans --epochs)"
+    )
     add_recipe_overrides(parser)
     add_common(parser)
 
@@ -90,10 +100,13 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
 def add_pool_args(parser: argparse.ArgumentParser, what: str) -> None:
     """The options of commands that train many networks (``compare``, ``rank-check``): Ray workers,
     threads, a cluster to join, ``--resume`` and ``--max-steps``."""
-    parser.add_argument("--workers", type=nonneg_int, default=0,
-                        help="Ray workers training in parallel (default 0: one after another in this process)")
+    parser.add_argument(
+        "--workers",
+        type=nonneg_int,
+        default=0,
+        help="Ray workers training in parallel (default 0: one after another in this process)",
+    )
     parser.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads per Ray worker")
     parser.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     parser.add_argument("--resume", action="store_true", help=f"continue the {what} in --out")
-    parser.add_argument("--max-steps", type=positive_int,
-                        help="stop every training after this many steps (smoke runs)")
+    parser.add_argument("--max-steps", type=positive_int, help="stop every training after this many steps (smoke runs)")

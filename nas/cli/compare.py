@@ -5,36 +5,60 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_common, add_pool_args, emit, fraction, image_size, positive_int
+from nas.cli.common import (
+    add_common,
+    add_pool_args,
+    emit,
+    fraction,
+    image_size,
+    positive_int,
+)
+from nas.core.typed_yaml import read_yaml
 from nas.recipe import add_recipe_overrides, recipe_from_args
 from nas.search.objective import OBJECTIVES
 from nas.space import find_space
-from nas.typed_yaml import read_yaml
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="train the searched net and random ones of its budget from scratch",
-                       description="Draws N random sub-networks within --tolerance of the searched network's "
-                                   "budget (as nas sample), trains every network from scratch with the same "
-                                   "recipe and seed (in this process or on Ray workers), and writes compare.md, "
-                                   "compare.csv and compare.png. When ARCH.yaml was written by nas search, its "
-                                   "objective, device, image size and data are the defaults.")
+    """Register the ``nas compare`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "compare",
+        help="train the searched net and random ones of its budget from scratch",
+        description="Draws N random sub-networks within --tolerance of the searched network's "
+        "budget (as nas sample), trains every network from scratch with the same "
+        "recipe and seed (in this process or on Ray workers), and writes compare.md, "
+        "compare.csv and compare.png. When ARCH.yaml was written by nas search, its "
+        "objective, device, image size and data are the defaults.",
+    )
     p.add_argument("--searched", required=True, metavar="ARCH", help="the searched arch YAML (or a named member)")
     p.add_argument("--random", type=positive_int, default=5, help="random sub-networks (default 5)")
-    p.add_argument("--seeds", type=positive_int, default=1,
-                   help="train every network with this many seeds (--seed, --seed + 1, ...); the table gives mean "
-                        "and std, the summary bootstrap intervals of the searched network's margins (default 1)")
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="train every network with this many seeds (--seed, --seed + 1, ...); the table gives mean "
+        "and std, the summary bootstrap intervals of the searched network's margins (default 1)",
+    )
     p.add_argument("--space", help="search space (default: the search run's, or found from ARCH)")
-    p.add_argument("--objective", help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)")
+    p.add_argument(
+        "--objective", help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)"
+    )
     p.add_argument("--device", help="latency table device (default: the search's)")
-    p.add_argument("--price-size", type=image_size, help="input size latency and MACs are priced at (default: the "
-                                                            "search's --img-size, or 224; --img-size is the training size)")
+    p.add_argument(
+        "--price-size",
+        type=image_size,
+        help="input size latency and MACs are priced at (default: the "
+        "search's --img-size, or 224; --img-size is the training size)",
+    )
     p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     p.add_argument("--data", help="image folder (default: the data of the search's supernet; else digits)")
-    p.add_argument("--supernet", help="also score every network with this supernet run's weights, as the search "
-                                      "did (default: the search's supernet; 'none' to skip); --bn-calib-batches "
-                                      "(default: the search's) sets its BatchNorm calibration")
+    p.add_argument(
+        "--supernet",
+        help="also score every network with this supernet run's weights, as the search "
+        "did (default: the search's supernet; 'none' to skip); --bn-calib-batches "
+        "(default: the search's) sets its BatchNorm calibration",
+    )
     p.add_argument("--out", help="output folder (default: runs/compare-<searched digest>)")
     add_pool_args(p, "comparison")
     add_recipe_overrides(p)
@@ -54,8 +78,11 @@ def search_defaults(arch_path: str) -> dict:
     if not isinstance(raw, dict) or raw.get("command") != "search":
         return {}
     saved = run_config_from(raw, config_path, SearchRunConfig)
-    defaults = {k: getattr(saved, k) for k in ("objective", "device", "img_size", "supernet", "bn_calib_batches")
-                if getattr(saved, k) is not None}
+    defaults = {
+        k: getattr(saved, k)
+        for k in ("objective", "device", "img_size", "supernet", "bn_calib_batches")
+        if getattr(saved, k) is not None
+    }
     supernet_config = Path(saved.supernet) / "config.yaml"
     if supernet_config.exists():
         defaults["data"] = read_run_config(supernet_config).data
@@ -63,6 +90,8 @@ def search_defaults(arch_path: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
+    print the table and summary; return the exit code."""
     from nas.compare import compare, summary_line, table_lines
 
     space = find_space(args.searched, args.space)
@@ -78,14 +107,35 @@ def run(args: argparse.Namespace) -> int:
     bn_calib_batches = args.recipe_bn_calib_batches or defaults.get("bn_calib_batches")
     recipe = recipe_from_args(args)
     out = args.out or f"runs/compare-{arch.digest}"
-    result = compare(arch, space, args.random, recipe, data, out, seed=args.seed, device=device, img_size=img_size,
-                     objective_name=objective, tolerance=args.tolerance, workers=args.workers,
-                     ray_address=args.ray_address, threads_per_worker=args.threads_per_worker, resume=args.resume,
-                     max_steps=args.max_steps, recipe_name=str(args.recipe), searched_label=label,
-                     supernet_run=supernet, bn_calib_batches=bn_calib_batches, seeds=args.seeds)
+    result = compare(
+        arch,
+        space,
+        args.random,
+        recipe,
+        data,
+        out,
+        seed=args.seed,
+        device=device,
+        img_size=img_size,
+        objective_name=objective,
+        tolerance=args.tolerance,
+        workers=args.workers,
+        ray_address=args.ray_address,
+        threads_per_worker=args.threads_per_worker,
+        resume=args.resume,
+        max_steps=args.max_steps,
+        recipe_name=str(args.recipe),
+        searched_label=label,
+        supernet_run=supernet,
+        bn_calib_batches=bn_calib_batches,
+        seeds=args.seeds,
+    )
     o = result["objective"]
-    lines = [f"budget: {o['name']} {o['target']:.4g} (the searched network's)", *table_lines(result["rows"]),
-             summary_line(result)]
+    lines = [
+        f"budget: {o['name']} {o['target']:.4g} (the searched network's)",
+        *table_lines(result["rows"]),
+        summary_line(result),
+    ]
     lines += [f"{key}: {text}" for key, text in result["sources"].items()]
     lines.append(f"wrote {out}/compare.md, compare.csv, compare.png")
     emit(result, args.json, lines)

@@ -11,28 +11,49 @@ from nas.demo import SUPERNET_EPOCHS, TRAIN_EPOCHS
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="the whole pipeline on scikit-learn's digits, in minutes",
-                       description="Uses (or builds) the predicted iPhone 12 table of the efficientformerv2-tiny "
-                                   "space, trains a supernet on scikit-learn's digits, searches to an MES target "
-                                   "halfway between its largest and smallest sub-networks, trains the searched "
-                                   "network and random ones of the same MES from scratch, and prints the "
-                                   "comparison. Running it again continues an interrupted demo.")
+    """Register the ``nas demo`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "demo",
+        help="the whole pipeline on scikit-learn's digits, in minutes",
+        description="Uses (or builds) the predicted iPhone 12 table of the efficientformerv2-tiny "
+        "space, trains a supernet on scikit-learn's digits, searches to an MES target "
+        "halfway between its largest and smallest sub-networks, trains the searched "
+        "network and random ones of the same MES from scratch, and prints the "
+        "comparison. Running it again continues an interrupted demo.",
+    )
     p.add_argument("--run", default="runs/demo", help="output folder (default runs/demo)")
     p.add_argument("--random", type=positive_int, default=3, help="random sub-networks to compare with (default 3)")
-    p.add_argument("--supernet-epochs", type=positive_int, default=SUPERNET_EPOCHS,
-                   help=f"supernet epochs (default {SUPERNET_EPOCHS})")
-    p.add_argument("--train-epochs", type=positive_int, default=TRAIN_EPOCHS,
-                   help=f"epochs per network trained from scratch (default {TRAIN_EPOCHS})")
-    p.add_argument("--target-fraction", type=float, default=0.5,
-                   help="MES target as a fraction of the way from the largest sub-network's MES to the smallest's "
-                        "(default 0.5)")
-    p.add_argument("--workers", type=nonneg_int, default=0,
-                   help="evaluate sub-networks and train the compared networks on this many Ray workers")
+    p.add_argument(
+        "--supernet-epochs",
+        type=positive_int,
+        default=SUPERNET_EPOCHS,
+        help=f"supernet epochs (default {SUPERNET_EPOCHS})",
+    )
+    p.add_argument(
+        "--train-epochs",
+        type=positive_int,
+        default=TRAIN_EPOCHS,
+        help=f"epochs per network trained from scratch (default {TRAIN_EPOCHS})",
+    )
+    p.add_argument(
+        "--target-fraction",
+        type=float,
+        default=0.5,
+        help="MES target as a fraction of the way from the largest sub-network's MES to the smallest's (default 0.5)",
+    )
+    p.add_argument(
+        "--workers",
+        type=nonneg_int,
+        default=0,
+        help="evaluate sub-networks and train the compared networks on this many Ray workers",
+    )
     add_common(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas demo``: the whole pipeline on scikit-learn's digits, announcing each stage and printing
+    the comparison; return the exit code."""
     from nas.compare import summary_line, table_lines
     from nas.demo import demo
     from nas.recipe import load_recipe
@@ -46,9 +67,16 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
 
-    result = demo(args.run, seed=args.seed, supernet_recipe=supernet_recipe, train_recipe=train_recipe,
-                  n_random=args.random, workers=args.workers,
-                  target_fraction=args.target_fraction, on_stage=stage)
+    result = demo(
+        args.run,
+        seed=args.seed,
+        supernet_recipe=supernet_recipe,
+        train_recipe=train_recipe,
+        n_random=args.random,
+        workers=args.workers,
+        target_fraction=args.target_fraction,
+        on_stage=stage,
+    )
     sup, found, comparison = result["supernet"], result["search"], result["comparison"]
     seconds = result["seconds"]
     lines = [

@@ -9,9 +9,13 @@ from nas.space import find_space
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="export an architecture to ONNX or Core ML",
-                       description="ONNX is checked against PyTorch with ONNX Runtime (max abs difference <= 1e-4); "
-                                   "Core ML is an ML program for iOS 16.")
+    """Register the ``nas export`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "export",
+        help="export an architecture to ONNX or Core ML",
+        description="ONNX is checked against PyTorch with ONNX Runtime (max abs difference <= 1e-4); "
+        "Core ML is an ML program for iOS 16.",
+    )
     p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
     p.add_argument("--format", required=True, choices=("onnx", "coreml"))
     p.add_argument("--out", required=True, help="output file (.onnx) or folder (.mlpackage)")
@@ -24,6 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas export``: write ARCH as an ONNX (checked against PyTorch) or Core ML file; return the exit code."""
     from nas.export import export
 
     space = find_space(args.arch, args.space)

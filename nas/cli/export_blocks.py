@@ -9,10 +9,14 @@ from nas.space import load_space
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export-blocks", help="export every block as Core ML to time on a phone",
-                       description="Writes every reachable block of the space and every named member as a Core ML "
-                                   "ML program (iOS 16), a manifest.json and a measurements.csv to fill in "
-                                   "(see docs/measure-on-device.md); then run `nas import-table`.")
+    """Register the ``nas export-blocks`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "export-blocks",
+        help="export every block as Core ML to time on a phone",
+        description="Writes every reachable block of the space and every named member as a Core ML "
+        "ML program (iOS 16), a manifest.json and a measurements.csv to fill in "
+        "(see docs/measure-on-device.md); then run `nas import-table`.",
+    )
     p.add_argument("--device", required=True, help="iphone12 or iphone14")
     p.add_argument("--space", required=True)
     p.add_argument("--out", required=True, help="output folder")
@@ -25,14 +29,25 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas export-blocks``: write the space's blocks (and named members) as Core ML files with
+    a manifest and a CSV to fill in; return the exit code."""
     from nas.latency.onphone import export_blocks
 
-    manifest = export_blocks(args.device, load_space(args.space), args.out, args.img_size, args.num_classes,
-                             networks=not args.no_networks, limit=args.limit)
+    manifest = export_blocks(
+        args.device,
+        load_space(args.space),
+        args.out,
+        args.img_size,
+        args.num_classes,
+        networks=not args.no_networks,
+        limit=args.limit,
+    )
     n_blocks = sum(item["kind"] == "block" for item in manifest["items"])
     n_nets = len(manifest["items"]) - n_blocks
-    lines = [f"wrote {n_blocks} blocks and {n_nets} networks as Core ML to {args.out}",
-             f"next: time them on the {args.device} (docs/measure-on-device.md), fill {args.out}/measurements.csv, then",
-             f"      nas import-table {args.out}/measurements.csv --manifest {args.out}/manifest.json"]
+    lines = [
+        f"wrote {n_blocks} blocks and {n_nets} networks as Core ML to {args.out}",
+        f"next: time them on the {args.device} (docs/measure-on-device.md), fill {args.out}/measurements.csv, then",
+        f"      nas import-table {args.out}/measurements.csv --manifest {args.out}/manifest.json",
+    ]
     emit({"out": args.out, "blocks": n_blocks, "networks": n_nets}, args.json, lines)
     return 0

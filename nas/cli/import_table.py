@@ -8,10 +8,14 @@ from nas.cli.common import add_common, emit
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("import-table", help="make a table from timings measured on a phone",
-                       description="Reads the CSV (id,latency_ms) filled in on the phone for the blocks and networks "
-                                   "of a `nas export-blocks` manifest and writes an `imported` latency table; "
-                                   "with --refit the network timings also refit the phone predictor.")
+    """Register the ``nas import-table`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "import-table",
+        help="make a table from timings measured on a phone",
+        description="Reads the CSV (id,latency_ms) filled in on the phone for the blocks and networks "
+        "of a `nas export-blocks` manifest and writes an `imported` latency table; "
+        "with --refit the network timings also refit the phone predictor.",
+    )
     p.add_argument("csv", metavar="CSV")
     p.add_argument("--manifest", required=True, help="manifest.json written by nas export-blocks")
     p.add_argument("--out", help="table path (default: latency_tables/DEVICE/SPACE-SIZE.json)")
@@ -21,16 +25,23 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas import-table``: write an ``imported`` table from the phone timings in CSV (and refit
+    the predictor with ``--refit``); return the exit code."""
     from nas.latency.onphone import import_table
 
     table, refitted = import_table(args.csv, args.manifest, args.out, args.refit)
-    lines = [f"table        {table.path}", f"source       {table.describe_source()}",
-             f"entries      {len(table.entries)}"]
+    lines = [
+        f"table        {table.path}",
+        f"source       {table.describe_source()}",
+        f"entries      {len(table.entries)}",
+    ]
     result = {"path": str(table.path), "error": table.header.error}
     if refitted is not None:
         e = refitted.header.error
-        lines.append(f"refit        {refitted.path}: nested leave-one-model-out mean APE {100 * e['value']:.1f}% "
-                     f"over {e['n_models']} networks")
+        lines.append(
+            f"refit        {refitted.path}: nested leave-one-model-out mean APE {100 * e['value']:.1f}% "
+            f"over {e['n_models']} networks"
+        )
         result["refit"] = {"path": str(refitted.path), "error": e}
     emit(result, args.json, lines)
     return 0

@@ -24,18 +24,34 @@ from nas.cli import (
     train_supernet,
 )
 from nas.cli.common import OneLineErrorParser
-from nas.errors import NasError
+from nas.core.errors import NasError
 
-SUBCOMMANDS = (profile, space, build_table, check_table, export_blocks, import_table, train_supernet, search, sample,
-               train, compare, rank_check, export, demo, report)
+SUBCOMMANDS = (
+    profile,
+    space,
+    build_table,
+    check_table,
+    export_blocks,
+    import_table,
+    train_supernet,
+    search,
+    sample,
+    train,
+    compare,
+    rank_check,
+    export,
+    demo,
+    report,
+)
 
 
 def build_parser() -> OneLineErrorParser:
+    """The ``nas`` argument parser, with every module of ``SUBCOMMANDS`` registered."""
     parser = OneLineErrorParser(
         prog="nas",
         description="Latency-aware architecture search for mobile vision transformers "
-                    "(EfficientFormer, EfficientFormerV2 and SwiftFormer supernets; greedy slimming to an MES, "
-                    "latency or size target; training, comparison and export of the result).",
+        "(EfficientFormer, EfficientFormerV2 and SwiftFormer supernets; greedy slimming to an MES, "
+        "latency or size target; training, comparison and export of the result).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser)
@@ -45,13 +61,18 @@ def build_parser() -> OneLineErrorParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``nas`` command line on ``argv`` (default: ``sys.argv[1:]``) and return the exit code;
+    a :class:`NasError` is one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0 if args.command is None else 2
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         return int(args.handler(args) or 0)
     except NasError as exc:

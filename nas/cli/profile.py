@@ -5,32 +5,47 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
-from nas.cli.space import ATTENTION_LABEL
-from nas.errors import NasError
+from nas.core.errors import NasError
 from nas.latency import LatencyTable, get_device
 from nas.metrics import count_macs, count_params, mes
 from nas.space import find_space
+from supernets import get_family
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("profile", help="parameters and MACs of an architecture",
-                       description="Exact parameters and MACs of a named member (e.g. efficientformerv2_s0) "
-                                   "or an arch YAML, at any input size.")
+    """Register the ``nas profile`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "profile",
+        help="parameters and MACs of an architecture",
+        description="Exact parameters and MACs of a named member (e.g. efficientformerv2_s0) "
+        "or an arch YAML, at any input size.",
+    )
     p.add_argument("arch", metavar="ARCH", nargs="?", help="a named member of a space, or the path of an arch YAML")
     p.add_argument("--timm", metavar="MODEL", help="price any timm model instead of ARCH (needs --device)")
     p.add_argument("--device", help="also show latency (with its source) and MES on this device's table")
     p.add_argument("--table", help="latency table file (default: the device's table for the space)")
-    p.add_argument("--space", help="search space (name or YAML path); default: the one that names ARCH, "
-                                   "or the family's default space for a YAML")
-    p.add_argument("--img-size", type=image_size, help="input height and width (default: the size the search "
-                                                        "that wrote ARCH priced at, else 224)")
-    p.add_argument("--num-classes", type=positive_int, help="classifier outputs (default: the classes of the run "
-                                                            "that wrote ARCH, else 1000)")
+    p.add_argument(
+        "--space",
+        help="search space (name or YAML path); default: the one that names ARCH, "
+        "or the family's default space for a YAML",
+    )
+    p.add_argument(
+        "--img-size",
+        type=image_size,
+        help="input height and width (default: the size the search that wrote ARCH priced at, else 224)",
+    )
+    p.add_argument(
+        "--num-classes",
+        type=positive_int,
+        help="classifier outputs (default: the classes of the run that wrote ARCH, else 1000)",
+    )
     add_common(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas profile``: print the parameters and MACs of ARCH (latency and MES too with
+    ``--device``), or price ``--timm MODEL``; return the exit code."""
     if args.timm:
         return run_timm(args)
     if not args.arch:
@@ -43,16 +58,22 @@ def run(args: argparse.Namespace) -> int:
     params = count_params(arch, args.img_size, args.num_classes)
     macs = count_macs(arch, args.img_size, args.num_classes)
     result = {
-        "arch": label, "family": arch.family, "space": space.name, "digest": arch.digest,
-        "img_size": args.img_size, "num_classes": args.num_classes, **arch.to_dict(),
-        "params": params, "macs": macs,
+        "arch": label,
+        "family": arch.family,
+        "space": space.name,
+        "digest": arch.digest,
+        "img_size": args.img_size,
+        "num_classes": args.num_classes,
+        **arch.to_dict(),
+        "params": params,
+        "macs": macs,
     }
     lines = [
         f"arch         {label}  (digest {arch.digest})",
         f"family       {arch.family}   space {space.name}",
         f"depths       {' '.join(map(str, arch.depths))}",
         f"widths       {' '.join(map(str, arch.widths))}",
-        f"attention    {' '.join(map(str, arch.attention))}  ({ATTENTION_LABEL[arch.family]} per stage)",
+        f"attention    {' '.join(map(str, arch.attention))}  ({get_family(arch.family).attention_label} per stage)",
         f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
         f"params       {params / 1e6:.3f} M  ({params:,}, both heads)",
         f"MACs         {macs / 1e9:.3f} G",
@@ -60,14 +81,26 @@ def run(args: argparse.Namespace) -> int:
     if args.device:
         table = LatencyTable.load(args.device, space, args.img_size, path=args.table)
         latency = table.latency(arch)  # as nas search prices it: params with this head, latency with the table's
-        result.update(device=args.device, latency_ms=latency, latency_source=table.header.source,
-                      latency_error=table.header.error, mes=mes(params, latency))
-        lines += [f"latency      {latency:.3f} ms on {args.device}  [{table.describe_source()}]",
-                  f"MES          {mes(params, latency):.1f}  (100 x (params/3M)^-0.5 x (latency/1 ms)^-1)"]
+        result.update(
+            device=args.device,
+            latency_ms=latency,
+            latency_source=table.header.source,
+            latency_error=table.header.error,
+            mes=mes(params, latency),
+        )
+        lines += [
+            f"latency      {latency:.3f} ms on {args.device}  [{table.describe_source()}]",
+            f"MES          {mes(params, latency):.1f}  (100 x (params/3M)^-0.5 x (latency/1 ms)^-1)",
+        ]
     if arch.block_types:
         result["block_types"] = [list(b) for b in arch.block_types]
-        lines.insert(5, "blocks       " + " | ".join(
-            " ".join({"mb4d": "4D", "mb3d": "3D", "skip": "-"}[b] for b in types) for types in arch.block_types))
+        lines.insert(
+            5,
+            "blocks       "
+            + " | ".join(
+                " ".join({"mb4d": "4D", "mb3d": "3D", "skip": "-"}[b] for b in types) for types in arch.block_types
+            ),
+        )
     emit(result, args.json, lines)
     return 0
 
@@ -77,7 +110,7 @@ def pricing_defaults(arch: str) -> dict:
     (``nas search`` or ``nas sample``: ``config.yaml`` beside it), so one file gets one MES."""
     from pathlib import Path
 
-    from nas.typed_yaml import read_yaml
+    from nas.core.typed_yaml import read_yaml
 
     config_path = Path(arch).parent / "config.yaml"
     if not Path(arch).is_file() or not config_path.is_file():
@@ -111,22 +144,34 @@ def run_timm(args: argparse.Namespace) -> int:
 
         model = fit_cost_model(args.device)
         latency = model.predict_ops(timm_ops(args.timm, args.img_size))
-        source = (f"predicted for {args.device} by a cost model fitted to {len(model.fitted_on)} published models; "
-                  f"nested leave-one-model-out mean APE {100 * model.nested_loo_mean:.1f}%")
+        source = (
+            f"predicted for {args.device} by a cost model fitted to {len(model.fitted_on)} published models; "
+            f"nested leave-one-model-out mean APE {100 * model.nested_loo_mean:.1f}%"
+        )
     else:
         from nas.latency.measure import Timer, TimingConfig
 
         net = create_timm_model(args.timm, args.img_size, num_classes=args.num_classes)
         latency = Timer(args.device, TimingConfig()).time(net, torch.randn(1, 3, args.img_size, args.img_size))
         source = f"measured end to end on {args.device} ({device.runtime}, batch 1, 1 thread)"
-    result = {"timm_model": args.timm, "img_size": args.img_size, "num_classes": args.num_classes,
-              "params": params, "macs": macs, "device": args.device, "latency_ms": latency,
-              "latency_source": source, "mes": mes(params, latency)}
-    lines = [f"timm model   {args.timm}",
-             f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
-             f"params       {params / 1e6:.3f} M",
-             f"MACs         {macs / 1e9:.3f} G",
-             f"latency      {latency:.3f} ms  [{source}]",
-             f"MES          {mes(params, latency):.1f}"]
+    result = {
+        "timm_model": args.timm,
+        "img_size": args.img_size,
+        "num_classes": args.num_classes,
+        "params": params,
+        "macs": macs,
+        "device": args.device,
+        "latency_ms": latency,
+        "latency_source": source,
+        "mes": mes(params, latency),
+    }
+    lines = [
+        f"timm model   {args.timm}",
+        f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
+        f"params       {params / 1e6:.3f} M",
+        f"MACs         {macs / 1e9:.3f} G",
+        f"latency      {latency:.3f} ms  [{source}]",
+        f"MES          {mes(params, latency):.1f}",
+    ]
     emit(result, args.json, lines)
     return 0

@@ -5,18 +5,33 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, add_pool_args, emit, image_size, nonneg_int, positive_int
+from nas.cli.common import (
+    add_common,
+    add_pool_args,
+    emit,
+    image_size,
+    nonneg_int,
+    positive_int,
+)
 from nas.recipe import add_recipe_overrides, load_recipe, recipe_from_args
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rank-check", help="does the supernet rank sub-networks as training from scratch does?",
-                       description="Draws N sub-networks spread over the whole budget range, scores each with the "
-                                   "supernet weights and trains each from scratch with a short recipe, and reports "
-                                   "Kendall's tau, Spearman's rho (bootstrap intervals) and top-k overlap for the "
-                                   "supernet and for params, MACs, latency, SynFlow and gradient norm.")
-    p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet` (--bn-calib-batches sets "
-                                                     "its BatchNorm calibration; default: its recipe's)")
+    """Register the ``nas rank-check`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "rank-check",
+        help="does the supernet rank sub-networks as training from scratch does?",
+        description="Draws N sub-networks spread over the whole budget range, scores each with the "
+        "supernet weights and trains each from scratch with a short recipe, and reports "
+        "Kendall's tau, Spearman's rho (bootstrap intervals) and top-k overlap for the "
+        "supernet and for params, MACs, latency, SynFlow and gradient norm.",
+    )
+    p.add_argument(
+        "--supernet",
+        required=True,
+        help="run folder of `nas train-supernet` (--bn-calib-batches sets "
+        "its BatchNorm calibration; default: its recipe's)",
+    )
     p.add_argument("-n", type=positive_int, default=20, help="sub-networks (default 20)")
     p.add_argument("--recipe", default="demo", help="short from-scratch recipe (name or YAML)")
     p.add_argument("--full-recipe", help="a longer recipe to check the short one on the first --full-n networks")
@@ -32,17 +47,36 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas rank-check``: compare the supernet's and the free rankings of sub-networks with
+    training them from scratch, and print the result; return the exit code."""
     from nas.rankcheck import rank_check, ranking_lines
 
     recipe = recipe_from_args(args)
     full = load_recipe(args.full_recipe) if args.full_recipe else None
     out = args.out or f"runs/rank-check-{args.n}"
-    result = rank_check(args.supernet, args.n, recipe, out, data=args.data, device=args.device,
-                        img_size=args.price_size, seed=args.seed, workers=args.workers, ray_address=args.ray_address,
-                        threads_per_worker=args.threads_per_worker, resume=args.resume, max_steps=args.max_steps,
-                        full_recipe=full, full_n=args.full_n, bn_calib_batches=args.recipe_bn_calib_batches,
-                        recipe_name=str(args.recipe))
-    lines = [f"{result['n']} sub-networks of {result['space']}; rankings against from-scratch training:",
-             *ranking_lines(result), f"wrote {out}/rank.md, rank.csv, result.json"]
+    result = rank_check(
+        args.supernet,
+        args.n,
+        recipe,
+        out,
+        data=args.data,
+        device=args.device,
+        img_size=args.price_size,
+        seed=args.seed,
+        workers=args.workers,
+        ray_address=args.ray_address,
+        threads_per_worker=args.threads_per_worker,
+        resume=args.resume,
+        max_steps=args.max_steps,
+        full_recipe=full,
+        full_n=args.full_n,
+        bn_calib_batches=args.recipe_bn_calib_batches,
+        recipe_name=str(args.recipe),
+    )
+    lines = [
+        f"{result['n']} sub-networks of {result['space']}; rankings against from-scratch training:",
+        *ranking_lines(result),
+        f"wrote {out}/rank.md, rank.csv, result.json",
+    ]
     emit(result, args.json, lines)
     return 0

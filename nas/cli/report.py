@@ -10,10 +10,14 @@ from nas.cli.common import add_common, emit
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="one self-contained HTML page of a run folder",
-                       description="Writes RUN/report.html: the config, curves, search trajectory, Pareto front, "
-                                   "comparison table and every latency with its source; plots are inline images, "
-                                   "so the page opens offline.")
+    """Register the ``nas report`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "report",
+        help="one self-contained HTML page of a run folder",
+        description="Writes RUN/report.html: the config, curves, search trajectory, Pareto front, "
+        "comparison table and every latency with its source; plots are inline images, "
+        "so the page opens offline.",
+    )
     p.add_argument("run", metavar="RUN", help="a run folder of nas train-supernet, train, search, compare or demo")
     p.add_argument("--out", help="HTML file (default: RUN/report.html)")
     add_common(p)
@@ -21,6 +25,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas report``: write the HTML page of the run folder and print its path; return the exit code."""
     from nas.report import run_kind, write_report
 
     path = write_report(args.run, args.out)

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_float, positive_int
+from nas.cli.common import (
+    add_common,
+    emit,
+    image_size,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from nas.search.objective import OBJECTIVES, Objective
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("search", help="greedy slimming of a trained supernet to an MES, latency or size target",
-                       description="Starts from the largest sub-network and, at every step, takes the one-step "
-                                   "shrink with the smallest accuracy drop per unit gained (EfficientFormerV2 alg. 1), "
-                                   "until the target is met. Evaluations run in-process (--workers 0) or on Ray.")
+    """Register the ``nas search`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "search",
+        help="greedy slimming of a trained supernet to an MES, latency or size target",
+        description="Starts from the largest sub-network and, at every step, takes the one-step "
+        "shrink with the smallest accuracy drop per unit gained (EfficientFormerV2 alg. 1), "
+        "until the target is met. Evaluations run in-process (--workers 0) or on Ray.",
+    )
     p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
     p.add_argument("--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under")
@@ -23,12 +34,20 @@ def add_parser(sub) -> None:
     p.add_argument("--workers", type=nonneg_int, default=0, help="Ray workers (0: evaluate in this process)")
     p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     p.add_argument("--bn-calib-batches", type=positive_int, help="override the supernet recipe's")
-    p.add_argument("--strategy", default="greedy", choices=("greedy", "optuna"),
-                   help="greedy slimming (default) or optuna NSGA-II over accuracy and latency")
-    p.add_argument("--trials", type=positive_int, default=64,
-                   help="optuna: finished trials the study should hold (default 64)")
-    p.add_argument("--storage", help="optuna: database URL of the study, shared by processes that add trials to it "
-                                     "(default: sqlite:///RUN/optuna.db)")
+    p.add_argument(
+        "--strategy",
+        default="greedy",
+        choices=("greedy", "optuna"),
+        help="greedy slimming (default) or optuna NSGA-II over accuracy and latency",
+    )
+    p.add_argument(
+        "--trials", type=positive_int, default=64, help="optuna: finished trials the study should hold (default 64)"
+    )
+    p.add_argument(
+        "--storage",
+        help="optuna: database URL of the study, shared by processes that add trials to it "
+        "(default: sqlite:///RUN/optuna.db)",
+    )
     p.add_argument("--study-name", default="nas-search", help="optuna: study name in --storage (default nas-search)")
     p.add_argument("--resume", action="store_true")
     add_common(p)
@@ -36,29 +55,53 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nas.search.run import search
+    """Run ``nas search``: slim the supernet to the target greedily (or run the optuna study) and print
+    the result; return the exit code."""
+    from nas.search.run import SearchRequest, search
 
     objective = Objective(args.objective, args.target)
     run_dir = args.run or f"runs/search-{objective.name}-{args.target:g}"
-    result = search(args.supernet, objective, args.device, run_dir, args.img_size, args.workers, args.ray_address,
-                    args.seed, args.resume, args.space, args.bn_calib_batches, args.strategy, args.trials,
-                    args.storage, args.study_name)
+    result = search(
+        SearchRequest(
+            supernet=args.supernet,
+            objective=objective,
+            run=run_dir,
+            device=args.device,
+            img_size=args.img_size,
+            seed=args.seed,
+            space=args.space,
+            bn_calib_batches=args.bn_calib_batches,
+            strategy=args.strategy,
+            trials=args.trials,
+            storage=args.storage,
+            study_name=args.study_name,
+            workers=args.workers,
+            ray_address=args.ray_address,
+            resume=args.resume,
+        )
+    )
     if args.strategy == "optuna":
-        lines = [f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated "
-                 f"here; study in {args.storage or run_dir + '/optuna.db'})",
-                 f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png"]
-        lines += [f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
-                  + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
-                  for r in result["pareto"]]
+        lines = [
+            f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated "
+            f"here; study in {args.storage or run_dir + '/optuna.db'})",
+            f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png",
+        ]
+        lines += [
+            f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
+            + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
+            for r in result["pareto"]
+        ]
         emit(result, args.json, lines)
         return 0
     lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
     mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
-    lines = [f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated)",
-             f"arch         {run_dir}/arch.yaml  (digest {result['digest']})",
-             f"top-1        {100 * result['accuracy']:.2f}% on the search split "
-             f"(largest: {100 * result['start_accuracy']:.2f}%)",
-             f"params       {result['params'] / 1e6:.3f} M   latency {lat}   MES {mes}"]
+    lines = [
+        f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated)",
+        f"arch         {run_dir}/arch.yaml  (digest {result['digest']})",
+        f"top-1        {100 * result['accuracy']:.2f}% on the search split "
+        f"(largest: {100 * result['start_accuracy']:.2f}%)",
+        f"params       {result['params'] / 1e6:.3f} M   latency {lat}   MES {mes}",
+    ]
     if result["latency_source"]:
         lines.append(f"latency      {result['latency_source']}")
     emit(result, args.json, lines)

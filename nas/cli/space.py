@@ -6,20 +6,21 @@ import argparse
 
 from nas.cli.common import add_common, emit
 from nas.space import available_spaces, load_space
+from supernets import get_family
 
 
 def add_parser(sub) -> None:
+    """Register the ``nas space`` subcommand (verb ``show``) on ``sub``."""
     p = sub.add_parser("space", help="inspect search spaces")
     verbs = p.add_subparsers(dest="space_command", metavar="VERB")
-    show = verbs.add_parser("show", help="choices per stage and the number of sub-networks",
-                            description=f"Shipped spaces: {', '.join(available_spaces())}.")
+    show = verbs.add_parser(
+        "show",
+        help="choices per stage and the number of sub-networks",
+        description=f"Shipped spaces: {', '.join(available_spaces())}.",
+    )
     show.add_argument("space", metavar="SPACE", help="space name or YAML path")
     add_common(show)
     show.set_defaults(handler=run_show)
-
-
-ATTENTION_LABEL = {"efficientformer": "MB3D blocks", "efficientformerv2": "MHSA blocks",
-                   "swiftformer": "SwiftFormer encoders"}
 
 
 def compact(values) -> str:
@@ -33,28 +34,46 @@ def compact(values) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    """Run ``nas space show``: print the choices per stage, size, largest and smallest sub-networks and
+    named members of SPACE; return the exit code."""
     space = load_space(args.space)
     stages = []
     lines = [f"space {space.name}  (family {space.family}, {space.source})"]
     if space.description:
         lines.append(space.description)
     lines.append("")
-    lines.append(f"{'stage':<6}{'depths':<8}{'widths':<34}{'expansion ratios':<22}"
-                 f"{ATTENTION_LABEL.get(space.family, 'attention blocks')}")
+    lines.append(
+        f"{'stage':<6}{'depths':<8}{'widths':<34}{'expansion ratios':<22}{get_family(space.family).attention_label}"
+    )
     for s, st in enumerate(space.stages):
         ratios = compact(st.expansion_ratios) + (" (per-slot max)" if st.max_expansion_ratios is not None else "")
         lines.append(f"{s + 1:<6}{compact(st.depths):<8}{compact(st.widths):<34}{ratios:<22}{compact(st.attention)}")
-        stages.append({"depths": list(st.depths), "widths": list(st.widths),
-                       "expansion_ratios": list(st.expansion_ratios), "attention": list(st.attention),
-                       "max_expansion_ratios": list(st.max_expansion_ratios) if st.max_expansion_ratios else None})
+        stages.append(
+            {
+                "depths": list(st.depths),
+                "widths": list(st.widths),
+                "expansion_ratios": list(st.expansion_ratios),
+                "attention": list(st.attention),
+                "max_expansion_ratios": list(st.max_expansion_ratios) if st.max_expansion_ratios else None,
+            }
+        )
     largest, smallest = space.largest(), space.smallest()
-    lines += ["", f"sub-networks  {space.size:,} ({space.size:.3e})",
-              f"largest       {largest.short()}", f"smallest      {smallest.short()}",
-              f"members       {', '.join(space.members) or 'none'}"]
-    result = {"space": space.name, "family": space.family, "source": space.source, "stages": stages,
-              "size": space.size, "largest": largest.to_dict(), "smallest": smallest.to_dict(),
-              "members": {k: v.to_dict() for k, v in space.members.items()}}
+    lines += [
+        "",
+        f"sub-networks  {space.size:,} ({space.size:.3e})",
+        f"largest       {largest.short()}",
+        f"smallest      {smallest.short()}",
+        f"members       {', '.join(space.members) or 'none'}",
+    ]
+    result = {
+        "space": space.name,
+        "family": space.family,
+        "source": space.source,
+        "stages": stages,
+        "size": space.size,
+        "largest": largest.to_dict(),
+        "smallest": smallest.to_dict(),
+        "members": {k: v.to_dict() for k, v in space.members.items()},
+    }
     emit(result, args.json, lines)
     return 0
-
-

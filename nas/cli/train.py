@@ -11,12 +11,16 @@ from nas.space import find_space
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("train", help="train a named member or a searched arch from scratch",
-                       description="Trains the static network of ARCH (a named member such as efficientformerv2_s0, "
-                                   "or an arch YAML written by nas search) from random initialisation with the "
-                                   "recipe, on the loop supernet training uses. Scores top-1 on the val/ (or test/) "
-                                   "folder, or on the search split when there is none. Without --data, "
-                                   "scikit-learn's digits are used.")
+    """Register the ``nas train`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "train",
+        help="train a named member or a searched arch from scratch",
+        description="Trains the static network of ARCH (a named member such as efficientformerv2_s0, "
+        "or an arch YAML written by nas search) from random initialisation with the "
+        "recipe, on the loop supernet training uses. Scores top-1 on the val/ (or test/) "
+        "folder, or on the search split when there is none. Without --data, "
+        "scikit-learn's digits are used.",
+    )
     p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
     p.add_argument("--space", help="search space the ARCH belongs to (default: found from ARCH)")
     add_training_args(p, "runs/train-ARCH")
@@ -24,23 +28,37 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas train``: train ARCH from scratch and print its top-1 (only on the main process of a
+    torchrun job); return the exit code."""
     from nas.train.fixed import train_fixed
 
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
     recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"
-    result = train_fixed(arch, recipe, args.data, run_dir, seed=args.seed, resume=args.resume,
-                         max_steps=args.max_steps, label=label, space=space.name, init=args.init)
+    result = train_fixed(
+        arch,
+        recipe,
+        args.data,
+        run_dir,
+        seed=args.seed,
+        resume=args.resume,
+        max_steps=args.max_steps,
+        label=label,
+        space=space.name,
+        init=args.init,
+    )
     if "top1" not in result:  # not the main process of a torchrun job
         return 0
-    lines = [f"run          {run_dir}",
-             f"arch         {label}  (digest {arch.digest}, space {space.name})",
-             f"steps        {result['step']} ({recipe.epochs} epochs planned, {result['train_images']} training images)",
-             f"params       {result['params'] / 1e6:.3f} M   MACs {result['macs'] / 1e6:.1f} M "
-             f"at {recipe.img_size}x{recipe.img_size}, {result['num_classes']} classes",
-             f"top-1        {100 * result['top1']:.2f}% on {result['val']} ({result['val_images']} images; "
-             f"chance {100 * result['chance']:.1f}%)"]
+    lines = [
+        f"run          {run_dir}",
+        f"arch         {label}  (digest {arch.digest}, space {space.name})",
+        f"steps        {result['step']} ({recipe.epochs} epochs planned, {result['train_images']} training images)",
+        f"params       {result['params'] / 1e6:.3f} M   MACs {result['macs'] / 1e6:.1f} M "
+        f"at {recipe.img_size}x{recipe.img_size}, {result['num_classes']} classes",
+        f"top-1        {100 * result['top1']:.2f}% on {result['val']} ({result['val_images']} images; "
+        f"chance {100 * result['chance']:.1f}%)",
+    ]
     if "top1_ema" in result:
         lines.append(f"top-1 (EMA)  {100 * result['top1_ema']:.2f}%")
     emit(result, args.json, lines)

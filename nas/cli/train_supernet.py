@@ -4,42 +4,50 @@ from __future__ import annotations
 
 import argparse
 
-from nas.arch import FAMILIES
 from nas.cli.common import add_training_args, emit
-from nas.errors import NasError
+from nas.core.errors import NasError
 from nas.recipe import recipe_from_args
 from nas.space import load_space
+from supernets import family_names, get_family
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("train-supernet", help="train a supernet (resumable; runs under torchrun)",
-                       description="EfficientFormerV2 and SwiftFormer: sandwich rule with in-place distillation. "
-                                   "EfficientFormer: Gumbel-softmax block choice with an annealed temperature. "
-                                   "Without --data, scikit-learn's digits are used.")
-    p.add_argument("family", metavar="FAMILY", help=f"one of {', '.join(FAMILIES)}")
+    """Register the ``nas train-supernet`` subcommand on ``sub``."""
+    p = sub.add_parser(
+        "train-supernet",
+        help="train a supernet (resumable; runs under torchrun)",
+        description="EfficientFormerV2 and SwiftFormer: sandwich rule with in-place distillation. "
+        "EfficientFormer: Gumbel-softmax block choice with an annealed temperature. "
+        "Without --data, scikit-learn's digits are used.",
+    )
+    p.add_argument("family", metavar="FAMILY", help=f"one of {', '.join(family_names())}")
     p.add_argument("--space", help="search space (default: the family's main space)")
     add_training_args(p, "runs/supernet-SPACE")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nas train-supernet``: train FAMILY's supernet on its space and print the top-1 of its
+    largest and smallest sub-networks (only on the main process of a torchrun job); return the exit code."""
     from nas.train.supernet import train_supernet
 
-    if args.family not in FAMILIES:
-        raise NasError(f"unknown family {args.family!r}; known families: {', '.join(FAMILIES)}")
+    get_family(args.family)  # an unknown family is one line that lists the known
     space = load_space(args.space or args.family)
     if space.family != args.family:
         raise NasError(f"space {space.name!r} is a {space.family} space, not {args.family}")
     recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/supernet-{space.name}"
-    result = train_supernet(space, recipe, args.data, run_dir, seed=args.seed, resume=args.resume,
-                            max_steps=args.max_steps, init=args.init)
+    result = train_supernet(
+        space, recipe, args.data, run_dir, seed=args.seed, resume=args.resume, max_steps=args.max_steps, init=args.init
+    )
     if "largest_top1" not in result:  # not the main process of a torchrun job
         return 0
-    lines = [f"run          {run_dir}",
-             f"steps        {result['step']} ({recipe.epochs} epochs planned)",
-             f"largest      top-1 {100 * result['largest_top1']:.1f}% on the search split ({result['search_split']} images)",
-             f"smallest     top-1 {100 * result['smallest_top1']:.1f}%  (chance {100 * result['chance']:.1f}%; "
-             "BatchNorm recalibrated)"]
+    lines = [
+        f"run          {run_dir}",
+        f"steps        {result['step']} ({recipe.epochs} epochs planned)",
+        f"largest      top-1 {100 * result['largest_top1']:.1f}% on the search split ({result['search_split']} images)",
+        f"smallest     top-1 {100 * result['smallest_top1']:.1f}%  (chance {100 * result['chance']:.1f}%; "
+        "BatchNorm recalibrated)",
+    ]
     emit(result, args.json, lines)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 
 @dataclass(frozen=True)
@@ -23,21 +23,48 @@ class Device:
     published: str | None = None  # the device's name in latency_tables/published/published_latency.csv
 
 
-DEVICES: dict[str, Device] = {d.name: d for d in (
-    Device("cpu", "local", "pytorch-eager", "float32", "this machine's CPU, PyTorch eager, batch 1"),
-    Device("onnxruntime-cpu", "local", "onnxruntime (CPUExecutionProvider)", "float32",
-           "this machine's CPU, ONNX Runtime, batch 1"),
-    Device("cuda", "local", "pytorch-eager-cuda", "float32", "this machine's CUDA GPU, PyTorch eager, batch 1"),
-    Device("iphone12", "phone", "coreml (neural engine, iOS 16)", "float16",
-           "Apple iPhone 12, Core ML, batch 1 (EfficientFormerV2 tab. 2)", published="iphone12"),
-    Device("iphone14", "phone", "coreml (neural engine)", "float16",
-           "Apple iPhone 14, Core ML, batch 1 (SwiftFormer tab. 2)", published="iphone14"),
-    Device("pixel6", "phone", "xnnpack (CPU)", "float32",
-           "Google Pixel 6 CPU, batch 1, ReLU in every model (EfficientFormerV2 tab. 2)", published="pixel6-cpu"),
-)}
+DEVICES: dict[str, Device] = {
+    d.name: d
+    for d in (
+        Device("cpu", "local", "pytorch-eager", "float32", "this machine's CPU, PyTorch eager, batch 1"),
+        Device(
+            "onnxruntime-cpu",
+            "local",
+            "onnxruntime (CPUExecutionProvider)",
+            "float32",
+            "this machine's CPU, ONNX Runtime, batch 1",
+        ),
+        Device("cuda", "local", "pytorch-eager-cuda", "float32", "this machine's CUDA GPU, PyTorch eager, batch 1"),
+        Device(
+            "iphone12",
+            "phone",
+            "coreml (neural engine, iOS 16)",
+            "float16",
+            "Apple iPhone 12, Core ML, batch 1 (EfficientFormerV2 tab. 2)",
+            published="iphone12",
+        ),
+        Device(
+            "iphone14",
+            "phone",
+            "coreml (neural engine)",
+            "float16",
+            "Apple iPhone 14, Core ML, batch 1 (SwiftFormer tab. 2)",
+            published="iphone14",
+        ),
+        Device(
+            "pixel6",
+            "phone",
+            "xnnpack (CPU)",
+            "float32",
+            "Google Pixel 6 CPU, batch 1, ReLU in every model (EfficientFormerV2 tab. 2)",
+            published="pixel6-cpu",
+        ),
+    )
+}
 
 
 def get_device(name: str) -> Device:
+    """The :class:`Device` named ``name`` (a :class:`NasError` listing the known ones otherwise)."""
     try:
         return DEVICES[name]
     except KeyError:

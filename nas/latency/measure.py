@@ -14,23 +14,31 @@ import logging
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.blocks import block_input, build_block, reachable_signatures
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
+from nas.export import onnx_bytes
 from nas.latency.devices import get_device
 from nas.latency.fit import relative_nnls
-from nas.latency.table import LatencyTable, TableHeader, table_path, today, tool_versions
+from nas.latency.table import (
+    LatencyTable,
+    TableHeader,
+    table_path,
+    today,
+    tool_versions,
+)
 from nas.runlock import RunLock
-from nas.signature import BlockSignature
-from nas.space import SearchSpace
+from supernets import build_static
 
 log = logging.getLogger(__name__)
 
@@ -45,30 +53,16 @@ class TimingConfig:
     threads: int = 1
 
 
-def _family(space_or_family):
-    from supernets import family_module
-
-    return family_module(getattr(space_or_family, "family", space_or_family))
-
-
-def reachable_signatures(space: SearchSpace, img_size: int, num_classes: int = 1000) -> list[BlockSignature]:
-    return sorted(_family(space).reachable_signatures(space, img_size=img_size, num_classes=num_classes))
-
-
-def block_input(family: str, sig: BlockSignature, device="cpu") -> torch.Tensor:
-    shape_of = getattr(_family(family), "input_shape", None)
-    shape = shape_of(sig) if shape_of is not None else (1, sig.c_in, *sig.resolution)
-    return torch.randn(*shape, device=device)
-
-
 class Timer:
     """Times a module on one input on a local device; returns the median in ms."""
 
     def __init__(self, device: str, config: TimingConfig):
         spec = get_device(device)
         if spec.kind != "local":
-            raise NasError(f"device {device} cannot be measured here: {spec.description}; "
-                           f"local devices: cpu, onnxruntime-cpu, cuda")
+            raise NasError(
+                f"device {device} cannot be measured here: {spec.description}; "
+                f"local devices: cpu, onnxruntime-cpu, cuda"
+            )
         if device == "cuda" and not torch.cuda.is_available():
             raise NasError("device cuda: no CUDA GPU is visible on this machine")
         self.device = device
@@ -108,8 +102,6 @@ class Timer:
     def _time_onnx(self, module: nn.Module, x: torch.Tensor) -> float:
         import onnxruntime as ort
 
-        from nas.export import onnx_bytes
-
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.config.threads
         options.inter_op_num_threads = 1
@@ -120,14 +112,13 @@ class Timer:
 
 def measure_network(timer: Timer, arch: ArchConfig, img_size: int, num_classes: int) -> float:
     """End-to-end latency of ``arch``'s static model, in ms."""
-    from supernets import build_static
-
     model = build_static(arch, img_size=img_size, num_classes=num_classes)
     return timer.time(model, torch.randn(1, 3, img_size, img_size))
 
 
 @dataclass(frozen=True)
 class CheckRow:
+    """One network of a table check: the table's sum against its measured end-to-end latency (ms)."""
     name: str
     digest: str
     table_ms: float
@@ -146,17 +137,25 @@ def check_archs(space: SearchSpace, n_random: int, seed: int) -> list[tuple[str,
     return archs
 
 
-def check_table(table: LatencyTable, space: SearchSpace, timer: Timer, archs: list[tuple[str, ArchConfig]],
-                progress: bool = True) -> list[CheckRow]:
+def check_table(
+    table: LatencyTable, space: SearchSpace, timer: Timer, archs: list[tuple[str, ArchConfig]], progress: bool = True
+) -> list[CheckRow]:
     """The table's sum against the measured end-to-end latency of every arch."""
     rows = []
     for name, arch in tqdm(archs, desc="check end to end", disable=None if progress else True, leave=False):
-        rows.append(CheckRow(name, arch.digest, table.latency(arch),
-                             measure_network(timer, arch, table.header.img_size, table.header.num_classes)))
+        rows.append(
+            CheckRow(
+                name,
+                arch.digest,
+                table.latency(arch),
+                measure_network(timer, arch, table.header.img_size, table.header.num_classes),
+            )
+        )
     return rows
 
 
 def median_ape(rows: list[CheckRow]) -> float:
+    """Median absolute percentage error of ``rows``, as a fraction."""
     return float(statistics.median(r.ape for r in rows))
 
 
@@ -178,11 +177,27 @@ def build_measured_table(
     timer = Timer(device, timing)
     out = Path(out) if out else table_path(device, space.name, img_size)
     header = TableHeader(
-        device=device, space=space.name, family=space.family, img_size=img_size, num_classes=num_classes,
-        source="measured", runtime=spec.runtime, dtype=spec.dtype, batch=1, date=today(),
-        tool_versions=tool_versions(), threads=timing.threads, complete=False,
-        method={"timing": {"warmup": timing.warmup, "min_repeats": timing.min_repeats,
-                           "min_seconds": timing.min_seconds, "statistic": "median"}},
+        device=device,
+        space=space.name,
+        family=space.family,
+        img_size=img_size,
+        num_classes=num_classes,
+        source="measured",
+        runtime=spec.runtime,
+        dtype=spec.dtype,
+        batch=1,
+        date=today(),
+        tool_versions=tool_versions(),
+        threads=timing.threads,
+        complete=False,
+        method={
+            "timing": {
+                "warmup": timing.warmup,
+                "min_repeats": timing.min_repeats,
+                "min_seconds": timing.min_seconds,
+                "statistic": "median",
+            }
+        },
     )
     raw: dict[str, float] = {}
     if out.exists():
@@ -190,10 +205,17 @@ def build_measured_table(
             raise NasError(f"{out} exists; pass --resume to finish a partial table or --out to write elsewhere")
         previous = LatencyTable.read(out)
         p = previous.header
-        if (p.device, p.space, p.img_size, p.num_classes, p.threads) != (device, space.name, img_size, num_classes,
-                                                                        timing.threads):
-            raise NasError(f"{out}: cannot resume: it was built for {p.device}/{p.space} at {p.img_size} with "
-                           f"{p.num_classes} classes and {p.threads} threads")
+        if (p.device, p.space, p.img_size, p.num_classes, p.threads) != (
+            device,
+            space.name,
+            img_size,
+            num_classes,
+            timing.threads,
+        ):
+            raise NasError(
+                f"{out}: cannot resume: it was built for {p.device}/{p.space} at {p.img_size} with "
+                f"{p.num_classes} classes and {p.threads} threads"
+            )
         if p.complete:
             log.info("%s is complete; nothing to resume", out)
             return previous
@@ -202,13 +224,36 @@ def build_measured_table(
     with RunLock(out.parent, "build-table", name=f".{out.name}.lock"):
         if not resume and out.exists():  # written by a build that finished before we took the lock
             raise NasError(f"{out} exists; pass --resume to finish a partial table or --out to write elsewhere")
-        return _measure_calibrate_check(device, space, img_size, num_classes, timer, header, raw, out,
-                                        calibration_archs, check_random, seed, progress)
+        return _measure_calibrate_check(
+            device,
+            space,
+            img_size,
+            num_classes,
+            timer,
+            header,
+            raw,
+            out,
+            calibration_archs,
+            check_random,
+            seed,
+            progress,
+        )
 
 
-def _measure_calibrate_check(device: str, space: SearchSpace, img_size: int, num_classes: int, timer: "Timer",
-                             header: TableHeader, raw: dict[str, float], out: Path, calibration_archs: int,
-                             check_random: int, seed: int, progress: bool) -> LatencyTable:
+def _measure_calibrate_check(
+    device: str,
+    space: SearchSpace,
+    img_size: int,
+    num_classes: int,
+    timer: "Timer",
+    header: TableHeader,
+    raw: dict[str, float],
+    out: Path,
+    calibration_archs: int,
+    check_random: int,
+    seed: int,
+    progress: bool,
+) -> LatencyTable:
     partial = LatencyTable(header, raw)
 
     sigs = reachable_signatures(space, img_size, num_classes)
@@ -216,7 +261,7 @@ def _measure_calibrate_check(device: str, space: SearchSpace, img_size: int, num
     log.info("%d block signatures, %d to measure", len(sigs), len(todo))
     last_save = time.monotonic()
     for sig in tqdm(todo, desc=f"time blocks on {device}", disable=None if progress else True):
-        block = _family(space).build_block(sig)
+        block = build_block(space.family, sig)
         raw[sig.key()] = timer.time(block, block_input(space.family, sig))
         if time.monotonic() - last_save > 20:
             partial.entries = raw
@@ -230,26 +275,43 @@ def _measure_calibrate_check(device: str, space: SearchSpace, img_size: int, num
     calib = [space.sample(rng) for _ in range(calibration_archs)] + [space.largest(), space.smallest()]
     raw_table = LatencyTable(replace(header, complete=True), raw)
     sums = np.array([raw_table.latency(a) for a in calib])
-    e2e = np.array([measure_network(timer, a, img_size, num_classes)
-                    for a in tqdm(calib, desc="calibrate end to end", disable=None if progress else True, leave=False)])
+    e2e = np.array(
+        [
+            measure_network(timer, a, img_size, num_classes)
+            for a in tqdm(calib, desc="calibrate end to end", disable=None if progress else True, leave=False)
+        ]
+    )
     scale, offset = relative_nnls(np.stack([sums, np.ones_like(sums)], axis=1), e2e)
     fit_ape = float(np.median(np.abs(scale * sums + offset - e2e) / e2e))
     entries = {k: v * scale for k, v in raw.items()}
     for key in entries:
         if key.startswith("head:"):
             entries[key] += offset  # the per-network overhead rides on the one head every network has
-    method = dict(header.method, calibration={
-        "model": "end_to_end = scale * sum(isolated block medians) + offset",
-        "scale": round(float(scale), 6), "offset_ms": round(float(offset), 6),
-        "fit_on": [a.digest for a in calib], "fit_median_ape": round(fit_ape, 4),
-        "uncalibrated_median_ape": round(float(np.median(np.abs(sums - e2e) / e2e)), 4),
-    })
+    method = dict(
+        header.method,
+        calibration={
+            "model": "end_to_end = scale * sum(isolated block medians) + offset",
+            "scale": round(float(scale), 6),
+            "offset_ms": round(float(offset), 6),
+            "fit_on": [a.digest for a in calib],
+            "fit_median_ape": round(fit_ape, 4),
+            "uncalibrated_median_ape": round(float(np.median(np.abs(sums - e2e) / e2e)), 4),
+        },
+    )
     table = LatencyTable(replace(header, complete=True, method=method), entries)
 
     rows = check_table(table, space, timer, check_archs(space, check_random, seed + 1), progress)
-    table = LatencyTable(replace(table.header, error={
-        "metric": "median absolute percentage error, table vs end to end",
-        "value": round(median_ape(rows), 4), "checked_on": [r.name for r in rows],
-        "max": round(max(r.ape for r in rows), 4)}), entries)
+    table = LatencyTable(
+        replace(
+            table.header,
+            error={
+                "metric": "median absolute percentage error, table vs end to end",
+                "value": round(median_ape(rows), 4),
+                "checked_on": [r.name for r in rows],
+                "max": round(max(r.ape for r in rows), 4),
+            },
+        ),
+        entries,
+    )
     table.save(out)
     return table

@@ -9,24 +9,33 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import shutil
-import tempfile
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.blocks import block_input, build_block, reachable_signatures
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.signature import BlockSignature
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import write_text_atomic
+from nas.export import to_coreml
 from nas.latency.devices import get_device
 from nas.latency.fit import relative_nnls
-from nas.latency.measure import block_input, reachable_signatures
-from nas.latency.table import LatencyTable, TableHeader, table_path, today, tool_versions
-from nas.signature import BlockSignature
-from nas.space import SearchSpace, load_space
-from nas.typed_yaml import write_text_atomic
+from nas.latency.opcount import record_ops
+from nas.latency.predict import Fact, build_predicted_table, fit_cost_model
+from nas.latency.table import (
+    LatencyTable,
+    TableHeader,
+    table_path,
+    today,
+    tool_versions,
+)
+from nas.reports import write_json
+from nas.space import load_space
+from supernets import build_static
 
 log = logging.getLogger(__name__)
 
@@ -34,74 +43,84 @@ MANIFEST = "manifest.json"
 CSV_COLUMNS = ("id", "latency_ms")
 
 
-def to_coreml(module: torch.nn.Module, x: torch.Tensor, path: Path, precision: str = "float16") -> Path:
-    """Trace ``module`` on ``x`` and save it as a Core ML ML program (iOS 16) at ``path`` (atomically:
-    converted into a temporary folder, then renamed)."""
-    import coremltools as ct
-
-    module = module.eval()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, x)
-        mlmodel = ct.convert(
-            traced, inputs=[ct.TensorType(name="x", shape=tuple(x.shape))], convert_to="mlprogram",
-            minimum_deployment_target=ct.target.iOS16,
-            compute_precision=ct.precision.FLOAT16 if precision == "float16" else ct.precision.FLOAT32)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        mlmodel.save(str(tmp / path.name))
-        if path.exists():
-            shutil.rmtree(path)
-        (tmp / path.name).rename(path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
-
-
-def plan_export(device: str, space: SearchSpace, img_size: int = 224, num_classes: int = 1000,
-                networks: bool = True, limit: int | None = None) -> dict:
+def plan_export(
+    device: str,
+    space: SearchSpace,
+    img_size: int = 224,
+    num_classes: int = 1000,
+    networks: bool = True,
+    limit: int | None = None,
+) -> dict:
     """The manifest of an export: every reachable block (the first ``limit``) and, unless limited,
     every named member, each with an id, its block key or architecture and its file name."""
     spec = get_device(device)
     if spec.kind != "phone" or "coreml" not in spec.runtime:
         raise NasError(f"export-blocks writes Core ML for iPhones; {device} is not one (phones: iphone12, iphone14)")
     sigs = reachable_signatures(space, img_size, num_classes)
-    items = [{"id": f"b{i:04d}", "kind": "block", "key": s.key(), "file": f"blocks/b{i:04d}_{s.kind}.mlpackage"}
-             for i, s in enumerate(sigs[:limit])]
+    items = [
+        {"id": f"b{i:04d}", "kind": "block", "key": s.key(), "file": f"blocks/b{i:04d}_{s.kind}.mlpackage"}
+        for i, s in enumerate(sigs[:limit])
+    ]
     if networks and limit is None:  # a limited export cannot price whole networks
-        items += [{"id": f"n{i:02d}", "kind": "network", "name": name, "arch": arch.to_dict(),
-                   "file": f"networks/{name}.mlpackage"} for i, (name, arch) in enumerate(space.members.items())]
-    return {"format": "nas-block-export/1", "device": device, "space": space.name, "family": space.family,
-            "img_size": img_size, "num_classes": num_classes, "runtime": spec.runtime, "date": today(),
-            "tool_versions": tool_versions(), "csv_columns": list(CSV_COLUMNS), "complete": limit is None,
-            "items": items}
+        items += [
+            {
+                "id": f"n{i:02d}",
+                "kind": "network",
+                "name": name,
+                "arch": arch.to_dict(),
+                "file": f"networks/{name}.mlpackage",
+            }
+            for i, (name, arch) in enumerate(space.members.items())
+        ]
+    return {
+        "format": "nas-block-export/1",
+        "device": device,
+        "space": space.name,
+        "family": space.family,
+        "img_size": img_size,
+        "num_classes": num_classes,
+        "runtime": spec.runtime,
+        "date": today(),
+        "tool_versions": tool_versions(),
+        "csv_columns": list(CSV_COLUMNS),
+        "complete": limit is None,
+        "items": items,
+    }
 
 
 def write_manifest(manifest: dict, out: str | Path) -> None:
+    """Write ``manifest.json`` and the ``measurements.csv`` template (one empty row per item) to ``out``."""
     out = Path(out)
-    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=1) + "\n")
-    write_text_atomic(out / "measurements.csv",
-                      ",".join(CSV_COLUMNS) + "\n" + "".join(f"{item['id']},\n" for item in manifest["items"]))
+    write_json(out / MANIFEST, manifest)
+    write_text_atomic(
+        out / "measurements.csv",
+        ",".join(CSV_COLUMNS) + "\n" + "".join(f"{item['id']},\n" for item in manifest["items"]),
+    )
 
 
-def export_blocks(device: str, space: SearchSpace, out: str | Path, img_size: int = 224, num_classes: int = 1000,
-                  networks: bool = True, limit: int | None = None, progress: bool = True) -> dict:
+def export_blocks(
+    device: str,
+    space: SearchSpace,
+    out: str | Path,
+    img_size: int = 224,
+    num_classes: int = 1000,
+    networks: bool = True,
+    limit: int | None = None,
+    progress: bool = True,
+) -> dict:
     """Write the blocks (and named members) of :func:`plan_export` as ``.mlpackage`` files, a
     ``manifest.json`` and a CSV template to fill in on the phone. Existing packages are kept, so an
     interrupted export continues where it stopped."""
     from tqdm import tqdm
 
-    from supernets import build_static, family_module
-
     manifest = plan_export(device, space, img_size, num_classes, networks, limit)
     out = Path(out)
-    family = family_module(space.family)
     for item in tqdm(manifest["items"], desc=f"export Core ML for {device}", disable=None if progress else True):
         path = out / item["file"]
         path.parent.mkdir(parents=True, exist_ok=True)
         if item["kind"] == "block":
             sig = BlockSignature.from_key(item["key"])
-            module, x = family.build_block(sig), block_input(space.family, sig)
+            module, x = build_block(space.family, sig), block_input(space.family, sig)
         else:
             module = build_static(ArchConfig.from_dict(item["arch"]), img_size=img_size, num_classes=num_classes)
             x = torch.randn(1, 3, img_size, img_size)
@@ -150,8 +169,9 @@ def _read_timings(path: Path, ids: set[str]) -> dict[str, float]:
     return timings
 
 
-def import_table(csv_path: str | Path, manifest_path: str | Path, out: str | Path | None = None,
-                 refit: bool = False) -> tuple[LatencyTable, LatencyTable | None]:
+def import_table(
+    csv_path: str | Path, manifest_path: str | Path, out: str | Path | None = None, refit: bool = False
+) -> tuple[LatencyTable, LatencyTable | None]:
     """An ``imported`` table from phone timings; with whole-network timings it is calibrated like a
     measured table and its error is the median APE of its sums against them. With ``refit`` the
     network timings also join the published facts and the phone predictor is refitted; the refitted
@@ -165,39 +185,70 @@ def import_table(csv_path: str | Path, manifest_path: str | Path, out: str | Pat
     blocks = [item for item in items if item["kind"] == "block"]
     missing = [item for item in blocks if item["id"] not in timings]
     if missing:
-        raise NasError(f"{csv_path}: {len(missing)} of {len(blocks)} blocks have no latency_ms, e.g. "
-                       f"{missing[0]['id']} ({missing[0]['key']}); time every block in the manifest")
+        raise NasError(
+            f"{csv_path}: {len(missing)} of {len(blocks)} blocks have no latency_ms, e.g. "
+            f"{missing[0]['id']} ({missing[0]['key']}); time every block in the manifest"
+        )
     entries = {item["key"]: timings[item["id"]] for item in blocks}
     img_size, num_classes = manifest["img_size"], manifest["num_classes"]
-    header = TableHeader(device=device, space=space.name, family=space.family, img_size=img_size,
-                         num_classes=num_classes, source="imported", runtime=spec.runtime, dtype=spec.dtype, batch=1,
-                         date=today(), tool_versions=manifest.get("tool_versions", {}),
-                         method={"from": str(csv_path), "manifest": str(manifest_path),
-                                 "timing": "per-block Core ML predictions timed on the phone"},
-                         notes=f"Timed on a real {device} ({spec.description})."
-                         + ("" if manifest.get("complete", True) else " Partial: exported with --limit."))
+    header = TableHeader(
+        device=device,
+        space=space.name,
+        family=space.family,
+        img_size=img_size,
+        num_classes=num_classes,
+        source="imported",
+        runtime=spec.runtime,
+        dtype=spec.dtype,
+        batch=1,
+        date=today(),
+        tool_versions=manifest.get("tool_versions", {}),
+        method={
+            "from": str(csv_path),
+            "manifest": str(manifest_path),
+            "timing": "per-block Core ML predictions timed on the phone",
+        },
+        notes=f"Timed on a real {device} ({spec.description})."
+        + ("" if manifest.get("complete", True) else " Partial: exported with --limit."),
+    )
     table = LatencyTable(header, entries)
-    networks = [(item, ArchConfig.from_dict(item["arch"])) for item in items
-                if item["kind"] == "network" and item["id"] in timings]
+    networks = [
+        (item, ArchConfig.from_dict(item["arch"]))
+        for item in items
+        if item["kind"] == "network" and item["id"] in timings
+    ]
     if networks:
         sums = np.array([table.latency(arch) for _, arch in networks])
         measured = np.array([timings[item["id"]] for item, _ in networks])
         if len(networks) >= 2:
             scale, offset = relative_nnls(np.stack([sums, np.ones_like(sums)], axis=1), measured)
             entries = {k: v * scale + (offset if k.startswith("head:") else 0.0) for k, v in entries.items()}
-            header = replace(header, method=dict(header.method, calibration={
-                "model": "end_to_end = scale * sum(block timings) + offset", "scale": float(scale),
-                "offset_ms": float(offset), "fit_on": [item["name"] for item, _ in networks]}))
+            header = replace(
+                header,
+                method=dict(
+                    header.method,
+                    calibration={
+                        "model": "end_to_end = scale * sum(block timings) + offset",
+                        "scale": float(scale),
+                        "offset_ms": float(offset),
+                        "fit_on": [item["name"] for item, _ in networks],
+                    },
+                ),
+            )
             table = LatencyTable(header, entries)
             sums = np.array([table.latency(arch) for _, arch in networks])
         apes = np.abs(sums - measured) / measured
         kind = "in-sample, after calibration" if len(networks) >= 2 else "uncalibrated"
-        header = replace(header, error={"metric": f"median absolute percentage error vs whole networks ({kind})",
-                                        "value": round(float(np.median(apes)), 4),
-                                        "checked_on": [item["name"] for item, _ in networks]})
+        header = replace(
+            header,
+            error={
+                "metric": f"median absolute percentage error vs whole networks ({kind})",
+                "value": round(float(np.median(apes)), 4),
+                "checked_on": [item["name"] for item, _ in networks],
+            },
+        )
     else:
-        header = replace(header, error={"metric": "not estimated: the CSV has no whole-network timings",
-                                        "value": 0.0})
+        header = replace(header, error={"metric": "not estimated: the CSV has no whole-network timings", "value": 0.0})
     table = LatencyTable(header, table.entries)
     table.save(out or table_path(device, space.name, img_size))
     refitted = None
@@ -207,16 +258,22 @@ def import_table(csv_path: str | Path, manifest_path: str | Path, out: str | Pat
 
 
 def _refit(device, space, img_size, num_classes, networks, timings, imported_path: Path) -> LatencyTable:
-    from nas.latency.opcount import record_ops
-    from nas.latency.predict import Fact, build_predicted_table, fit_cost_model
-    from supernets import build_static
-
     if not networks:
         raise NasError("--refit needs whole-network timings in the CSV (the manifest's n.. rows)")
-    facts = [Fact(item["name"], timings[item["id"]], f"imported from {imported_path}",
-                  tuple(record_ops(build_static(arch, img_size=img_size, num_classes=num_classes, device="meta"),
-                                   (1, 3, img_size, img_size))))
-             for item, arch in networks]
+    facts = [
+        Fact(
+            item["name"],
+            timings[item["id"]],
+            f"imported from {imported_path}",
+            tuple(
+                record_ops(
+                    build_static(arch, img_size=img_size, num_classes=num_classes, device="meta"),
+                    (1, 3, img_size, img_size),
+                )
+            ),
+        )
+        for item, arch in networks
+    ]
     model = fit_cost_model(device, extra_facts=facts)
     table = build_predicted_table(device, space, img_size, num_classes, model=model, progress=False)
     table.save(imported_path.with_name(imported_path.stem + ".refit-predicted.json"))

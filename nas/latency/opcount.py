@@ -16,19 +16,75 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 OP_KINDS = ("conv", "dw", "fc", "bmm", "elem", "layout", "reduce")
 
-_FREE = {"view", "_unsafe_view", "reshape", "alias", "detach", "expand", "unsqueeze", "squeeze", "t", "slice",
-         "select", "split", "split_with_sizes", "unbind", "_native_batch_norm_legit_no_training",
-         "native_batch_norm", "batch_norm", "lift_fresh", "empty", "zeros", "ones", "arange", "_to_copy",
-         "new_empty", "new_zeros", "zeros_like", "empty_like", "full", "scalar_tensor"}
-_LAYOUT = {"permute", "transpose", "clone", "contiguous", "cat", "index", "flatten", "upsample_bilinear2d",
-           "upsample_nearest2d", "pixel_shuffle", "copy_", "roll", "constant_pad_nd", "stack", "im2col", "col2im"}
-_REDUCE = {"_softmax", "native_layer_norm", "native_group_norm", "linalg_vector_norm", "mean", "sum",
-           "avg_pool2d", "max_pool2d_with_indices", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "sigmoid",
-           "amax", "var_mean"}
+_FREE = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "alias",
+    "detach",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "t",
+    "slice",
+    "select",
+    "split",
+    "split_with_sizes",
+    "unbind",
+    "_native_batch_norm_legit_no_training",
+    "native_batch_norm",
+    "batch_norm",
+    "lift_fresh",
+    "empty",
+    "zeros",
+    "ones",
+    "arange",
+    "_to_copy",
+    "new_empty",
+    "new_zeros",
+    "zeros_like",
+    "empty_like",
+    "full",
+    "scalar_tensor",
+}
+_LAYOUT = {
+    "permute",
+    "transpose",
+    "clone",
+    "contiguous",
+    "cat",
+    "index",
+    "flatten",
+    "upsample_bilinear2d",
+    "upsample_nearest2d",
+    "pixel_shuffle",
+    "copy_",
+    "roll",
+    "constant_pad_nd",
+    "stack",
+    "im2col",
+    "col2im",
+}
+_REDUCE = {
+    "_softmax",
+    "native_layer_norm",
+    "native_group_norm",
+    "linalg_vector_norm",
+    "mean",
+    "sum",
+    "avg_pool2d",
+    "max_pool2d_with_indices",
+    "_adaptive_avg_pool2d",
+    "adaptive_avg_pool2d",
+    "sigmoid",
+    "amax",
+    "var_mean",
+}
 
 
 @dataclass(frozen=True)
 class OpCost:
+    """One dispatched operator: its kind (one of ``OP_KINDS``), multiply-accumulates and elements touched."""
     kind: str
     macs: int
     elems: int

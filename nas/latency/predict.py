@@ -18,18 +18,25 @@ from __future__ import annotations
 import csv
 import logging
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from nas.errors import NasError
+from nas.blocks import block_input_shape, build_block, reachable_signatures
+from nas.core.errors import NasError
+from nas.core.signature import BlockSignature
+from nas.core.space import SearchSpace
 from nas.latency.devices import get_device
 from nas.latency.fit import relative_nnls
 from nas.latency.opcount import OpCost, record_ops
-from nas.latency.table import LatencyTable, TableHeader, tables_root, today, tool_versions
-from nas.signature import BlockSignature
-from nas.space import SearchSpace
+from nas.latency.table import (
+    LatencyTable,
+    TableHeader,
+    tables_root,
+    today,
+    tool_versions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,7 @@ class Fact:
 
 
 def published_csv() -> Path:
+    """The author-reported latencies the cost models are fitted to."""
     return tables_root() / "published" / "published_latency.csv"
 
 
@@ -72,7 +80,7 @@ def create_timm_model(model_name: str, img_size: int = 224, **kwargs):
         raise NasError(f"timm cannot build {model_name!r}: {str(exc).splitlines()[0]}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def timm_ops(model_name: str, img_size: int = 224) -> tuple[OpCost, ...]:
     """Operators of a timm model at ``img_size``, re-parameterised first where timm can fuse it."""
     from timm.utils.model import reparameterize_model
@@ -99,8 +107,14 @@ def published_facts(device: str) -> list[Fact]:
     for row in rows:
         if row.get("device") != spec.published or not row.get("timm_model"):
             continue
-        facts.append(Fact(row["timm_model"], float(row["latency_ms"]),
-                          f"{row['campaign']} ({row['paper_model']})", timm_ops(row["timm_model"])))
+        facts.append(
+            Fact(
+                row["timm_model"],
+                float(row["latency_ms"]),
+                f"{row['campaign']} ({row['paper_model']})",
+                timm_ops(row["timm_model"]),
+            )
+        )
     if len(facts) < 4:
         raise NasError(f"{path}: only {len(facts)} usable published latencies for {device}; need at least 4")
     return facts
@@ -141,6 +155,8 @@ def _select(designs: dict, y: np.ndarray, keep: np.ndarray) -> tuple[str, float]
 
 @dataclass(frozen=True)
 class CostModel:
+    """A cost model fitted for one ``device``: grouping, ratio ``r``, weights per group and intercept,
+    with its leave-one-model-out errors."""
     device: str
     grouping: str
     ratio: float
@@ -157,10 +173,15 @@ class CostModel:
         return ms + (self.intercept_ms if intercept else 0.0)
 
     def summary(self) -> dict:
-        return {"cost": "sum over operators of max(MACs, r * elements touched), by group",
-                "grouping": self.grouping, "groups": [list(g) for g in GROUPINGS[self.grouping]],
-                "ratio_r": self.ratio, "weights_ms_per_G": [round(w, 6) for w in self.weights],
-                "intercept_ms": round(self.intercept_ms, 6), "fitted_on": list(self.fitted_on)}
+        return {
+            "cost": "sum over operators of max(MACs, r * elements touched), by group",
+            "grouping": self.grouping,
+            "groups": [list(g) for g in GROUPINGS[self.grouping]],
+            "ratio_r": self.ratio,
+            "weights_ms_per_G": [round(w, 6) for w in self.weights],
+            "intercept_ms": round(self.intercept_ms, 6),
+            "fitted_on": list(self.fitted_on),
+        }
 
 
 def fit_cost_model(device: str, extra_facts: list[Fact] | None = None) -> CostModel:
@@ -179,9 +200,14 @@ def fit_cost_model(device: str, extra_facts: list[Fact] | None = None) -> CostMo
     w = _fit(designs[(grouping, ratio)], y)
     macs = np.array([[sum(op.macs for op in f.ops) / 1e9] for f in facts])
     return CostModel(
-        device=device, grouping=grouping, ratio=ratio, weights=tuple(float(v) for v in w[:-1]),
-        intercept_ms=float(w[-1]), fitted_on=tuple(f.label for f in facts),
-        nested_loo_mean=float(nested.mean()), nested_loo_median=float(np.median(nested)),
+        device=device,
+        grouping=grouping,
+        ratio=ratio,
+        weights=tuple(float(v) for v in w[:-1]),
+        intercept_ms=float(w[-1]),
+        fitted_on=tuple(f.label for f in facts),
+        nested_loo_mean=float(nested.mean()),
+        nested_loo_median=float(np.median(nested)),
         loo_mean=float(_loo_errors(designs[(grouping, ratio)], y).mean()),
         macs_only_loo_mean=float(_loo_errors(macs, y).mean()),
     )
@@ -194,41 +220,56 @@ def predict_timm(model_name: str, device: str, img_size: int = 224, model: CostM
 
 
 def block_ops(family: str, sig: BlockSignature) -> list[OpCost]:
-    from supernets import family_module
-
-    module = family_module(family)
-    shape_of = getattr(module, "input_shape", None)
-    shape = shape_of(sig) if shape_of is not None else (1, sig.c_in, *sig.resolution)
-    return record_ops(module.build_block(sig, device="meta"), shape)
+    """The operators of block ``sig`` (recorded on the meta device), as the cost model prices them."""
+    return record_ops(build_block(family, sig, device="meta"), block_input_shape(family, sig))
 
 
-def build_predicted_table(device: str, space: SearchSpace, img_size: int = 224, num_classes: int = 1000,
-                          model: CostModel | None = None, progress: bool = True) -> LatencyTable:
+def build_predicted_table(
+    device: str,
+    space: SearchSpace,
+    img_size: int = 224,
+    num_classes: int = 1000,
+    model: CostModel | None = None,
+    progress: bool = True,
+) -> LatencyTable:
     """A ``predicted`` table: every reachable block priced by ``device``'s fitted cost model.
 
     The per-network intercept is carried by the head entries, so a network's sum includes it once.
     """
     from tqdm import tqdm
 
-    from nas.latency.measure import reachable_signatures
-
     spec = get_device(device)
     model = model or fit_cost_model(device)
     entries = {}
-    for sig in tqdm(reachable_signatures(space, img_size, num_classes), desc=f"predict blocks for {device}",
-                    disable=None if progress else True):
+    for sig in tqdm(
+        reachable_signatures(space, img_size, num_classes),
+        desc=f"predict blocks for {device}",
+        disable=None if progress else True,
+    ):
         ms = model.predict_ops(block_ops(space.family, sig), intercept=sig.kind == "head")
         entries[sig.key()] = ms
     header = TableHeader(
-        device=device, space=space.name, family=space.family, img_size=img_size, num_classes=num_classes,
-        source="predicted", runtime=spec.runtime, dtype=spec.dtype, batch=1, date=today(),
+        device=device,
+        space=space.name,
+        family=space.family,
+        img_size=img_size,
+        num_classes=num_classes,
+        source="predicted",
+        runtime=spec.runtime,
+        dtype=spec.dtype,
+        batch=1,
+        date=today(),
         tool_versions=tool_versions(),
-        error={"metric": "nested leave-one-model-out mean absolute percentage error",
-               "value": round(model.nested_loo_mean, 4), "median": round(model.nested_loo_median, 4),
-               "n_models": len(model.fitted_on), "loo_mean_of_chosen_model": round(model.loo_mean, 4),
-               "macs_only_loo_mean": round(model.macs_only_loo_mean, 4)},
+        error={
+            "metric": "nested leave-one-model-out mean absolute percentage error",
+            "value": round(model.nested_loo_mean, 4),
+            "median": round(model.nested_loo_median, 4),
+            "n_models": len(model.fitted_on),
+            "loo_mean_of_chosen_model": round(model.loo_mean, 4),
+            "macs_only_loo_mean": round(model.macs_only_loo_mean, 4),
+        },
         method=model.summary(),
         notes=f"Predicted, not measured: {spec.description}. Fitted to the published whole-model latencies in "
-              f"latency_tables/published/published_latency.csv (device {spec.published!r}).",
+        f"latency_tables/published/published_latency.csv (device {spec.published!r}).",
     )
     return LatencyTable(header, entries)

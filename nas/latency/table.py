@@ -15,12 +15,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas import __version__
+from nas.blocks import block_signatures
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.signature import BlockSignature
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import from_mapping, write_text_atomic
 from nas.latency.devices import get_device
-from nas.signature import BlockSignature
-from nas.space import SearchSpace, config_root, load_space
-from nas.typed_yaml import from_mapping, write_text_atomic
+from nas.space import config_root, load_space
 
 FORMAT = "nas-latency-table/1"
 SOURCES = ("measured", "predicted", "imported")
@@ -33,24 +36,27 @@ def tables_root() -> Path:
 
 
 def table_path(device: str, space_name: str, img_size: int) -> Path:
+    """Default file of a table: ``tables_root()/DEVICE/SPACE-IMG_SIZE.json``."""
     return tables_root() / device / f"{space_name}-{img_size}.json"
 
 
 def tool_versions() -> dict[str, str]:
+    """Versions of nas, torch and timm, recorded in a table's header."""
     import timm
     import torch
 
-    import nas
-
-    return {"nas": nas.__version__, "torch": torch.__version__, "timm": timm.__version__}
+    return {"nas": __version__, "torch": torch.__version__, "timm": timm.__version__}
 
 
 def today() -> str:
+    """Today's date as ``YYYY-MM-DD``."""
     return datetime.date.today().isoformat()
 
 
 @dataclass(frozen=True)
 class TableHeader:
+    """What a latency table prices (device, space, input size) and how: source, runtime, dtype, batch,
+    its error and the method its entries were derived by."""
     device: str
     space: str
     family: str
@@ -95,12 +101,12 @@ class LatencyTable:
             where = f" ({self.path})" if self.path else ""
             raise NasError(
                 f"latency table for {self.header.device}/{self.header.space} at {self.header.img_size}{where} has no "
-                f"entry for block {key}; build it with `{_build_command(self.header.device, self.header.space, self.header.img_size)}`"
+                f"entry for block {key}; build it with "
+                f"`{_build_command(self.header.device, self.header.space, self.header.img_size)}`"
             ) from None
 
     def latency(self, arch: ArchConfig) -> float:
         """Latency of ``arch`` in ms: the sum of its blocks' entries."""
-        from nas.metrics import block_signatures
 
         if arch.family != self.header.family:
             raise NasError(f"arch family {arch.family!r} does not match the table's {self.header.family!r}")
@@ -148,7 +154,8 @@ class LatencyTable:
         header = from_mapping(TableHeader, data.get("header"), f"{path}: header")
         entries = data.get("entries")
         if not isinstance(entries, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in entries.values()):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in entries.values()
+        ):
             raise NasError(f"{path}: entries must map block keys to non-negative milliseconds")
         for key in entries:
             try:
@@ -158,8 +165,9 @@ class LatencyTable:
         return cls(header, {k: float(v) for k, v in entries.items()}, path)
 
     @classmethod
-    def load(cls, device: str, space: SearchSpace | str, img_size: int = 224,
-             path: str | os.PathLike | None = None) -> "LatencyTable":
+    def load(
+        cls, device: str, space: SearchSpace | str, img_size: int = 224, path: str | os.PathLike | None = None
+    ) -> "LatencyTable":
         """The table of ``device`` for ``space`` at ``img_size`` (or the file at ``path``),
         checked against what was asked for."""
         get_device(device)
@@ -167,16 +175,26 @@ class LatencyTable:
         if path is None:
             path = table_path(device, space.name, img_size)
             if not path.exists():
-                raise NasError(f"no latency table for device {device}, space {space.name} at {img_size}x{img_size} "
-                               f"(looked for {path}); build it with `{_build_command(device, space.name, img_size)}`")
+                raise NasError(
+                    f"no latency table for device {device}, space {space.name} at {img_size}x{img_size} "
+                    f"(looked for {path}); build it with `{_build_command(device, space.name, img_size)}`"
+                )
         table = cls.read(path)
         h = table.header
-        mismatch = [f"{k} {got!r} (asked {want!r})" for k, got, want in
-                    (("device", h.device, device), ("space", h.space, space.name), ("img_size", h.img_size, img_size))
-                    if got != want]
+        mismatch = [
+            f"{k} {got!r} (asked {want!r})"
+            for k, got, want in (
+                ("device", h.device, device),
+                ("space", h.space, space.name),
+                ("img_size", h.img_size, img_size),
+            )
+            if got != want
+        ]
         if mismatch:
             raise NasError(f"{path}: table does not match: {', '.join(mismatch)}")
         if not h.complete:
-            raise NasError(f"{path}: table is incomplete (an interrupted build); finish it with "
-                           f"`{_build_command(device, space.name, img_size)} --resume`")
+            raise NasError(
+                f"{path}: table is incomplete (an interrupted build); finish it with "
+                f"`{_build_command(device, space.name, img_size)} --resume`"
+            )
         return table

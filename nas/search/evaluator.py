@@ -15,11 +15,17 @@ from pathlib import Path
 
 import torch
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.checkpoint import file_digest, load_checkpoint
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import read_yaml
+from nas.data import calibration_indices, data_fingerprint, eval_loader, load_splits
+from nas.evaluate import subnet_accuracy
 from nas.recipe import recipe_from_saved
-from nas.space import SearchSpace, load_space
-from nas.checkpoint import load_checkpoint
+from nas.runconfig import SupernetRunConfig, read_run_config
+from nas.space import load_space
+from supernets import build_supernet
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +53,13 @@ class EvalSpec:
         """Everything besides the architecture that an accuracy depends on: the supernet weights (by
         content), the images (by listing), the split seed and the BatchNorm calibration. Cached
         accuracies are keyed by it, so a changed setting never reuses one computed another way."""
-        from nas.checkpoint import file_digest
-        from nas.data import data_fingerprint
 
-        return {"supernet_digest": file_digest(self.checkpoint), "data_fingerprint": data_fingerprint(self.data),
-                "split_seed": self.seed, "bn_calib_batches": self.calib_batches}
+        return {
+            "supernet_digest": file_digest(self.checkpoint),
+            "data_fingerprint": data_fingerprint(self.data),
+            "split_seed": self.seed,
+            "bn_calib_batches": self.calib_batches,
+        }
 
     @classmethod
     def from_run(cls, run: str | Path, bn_calib_batches: int | None = None) -> "EvalSpec":
@@ -59,8 +67,6 @@ class EvalSpec:
         checkpoint = run / "checkpoint.pt"
         if not checkpoint.exists():
             raise NasError(f"{run}: not a trained supernet run (no checkpoint.pt); train one with `nas train-supernet`")
-        from nas.runconfig import SupernetRunConfig, read_run_config
-        from nas.typed_yaml import read_yaml
 
         raw = read_yaml(run / "config.yaml", "run config") or {}
         if not isinstance(raw, dict) or raw.get("command") != "train-supernet":
@@ -68,15 +74,15 @@ class EvalSpec:
             raise NasError(f"{run}: not a supernet run (config.yaml says {command!r})")
         config = read_run_config(run / "config.yaml", SupernetRunConfig)
         space = config.space_file if config.space_file and Path(config.space_file).exists() else config.space
-        return cls(str(checkpoint), str(space), config.data, dataclasses.asdict(config.recipe), config.seed,
-                   bn_calib_batches)
+        return cls(
+            str(checkpoint), str(space), config.data, dataclasses.asdict(config.recipe), config.seed, bn_calib_batches
+        )
 
 
 class SubnetEvaluator:
+    """Top-1 of sub-networks on the search split with ``spec``'s supernet weights, BatchNorm
+    recalibrated per sub-network; cached in memory by digest."""
     def __init__(self, spec: EvalSpec, device: str = "cpu"):
-        from supernets import build_supernet
-
-        from nas.data import calibration_indices, eval_loader, load_splits
 
         self.spec = spec
         recipe = dataclasses.replace(recipe_from_saved(spec.recipe), bn_calib_batches=spec.calib_batches)
@@ -92,8 +98,6 @@ class SubnetEvaluator:
         self.cache: dict[str, float] = {}
 
     def accuracy(self, arch: ArchConfig) -> float:
-        from nas.evaluate import subnet_accuracy
-
         if arch.digest not in self.cache:
             with torch.no_grad():
                 self.cache[arch.digest] = subnet_accuracy(self.net, arch, self.calib, self.search, self.device)
@@ -114,7 +118,7 @@ class DiskCache:
             return
         text = self.path.read_text(encoding="utf-8")
         if text and not text.endswith("\n"):
-            text = text[:text.rfind("\n") + 1]
+            text = text[: text.rfind("\n") + 1]
             log.warning("%s: dropping a last line cut short by an interrupted run", self.path)
             with self.path.open("r+", encoding="utf-8") as handle:
                 handle.truncate(len(text.encode("utf-8")))
@@ -126,8 +130,9 @@ class DiskCache:
                 record = json.loads(line)
                 digest, accuracy = record["digest"], float(record["accuracy"])
             except (ValueError, KeyError, TypeError):
-                raise NasError(f"{self.path}, line {number}: not an evaluation record; delete the file to "
-                               "evaluate again") from None
+                raise NasError(
+                    f"{self.path}, line {number}: not an evaluation record; delete the file to evaluate again"
+                ) from None
             if record.get("context", {}) == self.context:
                 self.values[digest] = accuracy
             else:
@@ -143,4 +148,5 @@ class DiskCache:
 
 
 def spec_dict(spec: EvalSpec) -> dict:
+    """``spec`` as a plain dict (what Ray actors are built from)."""
     return asdict(spec)

@@ -10,17 +10,17 @@ as one batch, so an evaluator can spread them over workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.family import ActionsFn
+from nas.core.space import SearchSpace
 from nas.search.objective import Cost, Objective
-from nas.space import Action, SearchSpace
 
 AccuracyFn = Callable[[Sequence[ArchConfig]], list[float]]
 CostFn = Callable[[ArchConfig], Cost]
-ActionsFn = Callable[[ArchConfig], Iterable[tuple[Action, ArchConfig]]]
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,17 @@ class Step:
     candidates: int  # actions evaluated at this step
 
     def to_dict(self) -> dict:
-        return {"step": self.index, "action": self.action, "delta_accuracy": self.delta_accuracy,
-                "gain": self.gain, "accuracy": self.accuracy, **self.cost.to_dict(), "digest": self.arch.digest,
-                "candidates": self.candidates, "arch": self.arch.to_dict()}
+        return {
+            "step": self.index,
+            "action": self.action,
+            "delta_accuracy": self.delta_accuracy,
+            "gain": self.gain,
+            "accuracy": self.accuracy,
+            **self.cost.to_dict(),
+            "digest": self.arch.digest,
+            "candidates": self.candidates,
+            "arch": self.arch.to_dict(),
+        }
 
 
 @dataclass
@@ -71,14 +79,23 @@ def require_reachable(space: SearchSpace, cost: CostFn, objective: Objective, st
     first = objective.value(cost(start or space.largest()))
     lo, hi = sorted((first, objective.value(cost(space.smallest()))))
     if not (lo <= objective.target <= hi or objective.met(cost(start or space.largest()))):
-        raise NasError(f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
-                       f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})")
+        raise NasError(
+            f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
+            f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})"
+        )
 
 
-def greedy_slim(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, objective: Objective,
-                start: ArchConfig | None = None, actions: ActionsFn | None = None,
-                state: SearchState | None = None, on_step: Callable[[SearchState], None] | None = None,
-                max_steps: int = 10_000) -> SearchState:
+def greedy_slim(
+    space: SearchSpace,
+    accuracy: AccuracyFn,
+    cost: CostFn,
+    objective: Objective,
+    start: ArchConfig | None = None,
+    actions: ActionsFn | None = None,
+    state: SearchState | None = None,
+    on_step: Callable[[SearchState], None] | None = None,
+    max_steps: int = 10_000,
+) -> SearchState:
     """Slim ``start`` (default: the largest sub-network) until ``objective`` is met."""
     start = start or space.largest()
     require_reachable(space, cost, objective, start)
@@ -102,34 +119,23 @@ def greedy_slim(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, objectiv
         accuracies = accuracy([new for _, new, _, _ in frontier])
         # Smallest accuracy drop per unit of gain; among equals (typically no drop at all) the
         # larger step, so a search does not creep towards its target by the smallest moves.
-        best = min(range(len(frontier)),
-                   key=lambda i: ((state.current_accuracy - accuracies[i]) / frontier[i][3], -frontier[i][3], i))
+        best = min(
+            range(len(frontier)),
+            key=lambda i: ((state.current_accuracy - accuracies[i]) / frontier[i][3], -frontier[i][3], i),
+        )
         action, new, new_cost, gain = frontier[best]
-        state.steps.append(Step(len(state.steps) + 1, action.describe(), new, accuracies[best], new_cost,
-                                state.current_accuracy - accuracies[best], gain, len(frontier)))
+        state.steps.append(
+            Step(
+                len(state.steps) + 1,
+                action.describe(),
+                new,
+                accuracies[best],
+                new_cost,
+                state.current_accuracy - accuracies[best],
+                gain,
+                len(frontier),
+            )
+        )
         if on_step:
             on_step(state)
     return state
-
-
-def efficientformer_actions(space: SearchSpace, block_importance, stage_importance) -> ActionsFn:
-    """EfficientFormer's latency-driven slimming (§4.2, alg. 1) considers three actions at a time:
-    skip the least important block, remove the first MB3D (it becomes MB4D), and shrink the least
-    important stage by one width step (16). Importance comes from the supernet's α."""
-
-    def actions(arch: ArchConfig) -> list[tuple[Action, ArchConfig]]:
-        frontier = list(space.shrink_actions(arch))
-        chosen = []
-        removals = [(block_importance[a.stage][space.slots(arch, a.stage)[a.block]], i)
-                    for i, (a, _) in enumerate(frontier) if a.kind == "remove_block"]
-        if removals:
-            chosen.append(frontier[min(removals)[1]])
-        mb3d = [(a.stage, i) for i, (a, _) in enumerate(frontier) if a.kind == "remove_attention"]
-        if mb3d:
-            chosen.append(frontier[min(mb3d)[1]])
-        narrows = [(stage_importance[a.stage], i) for i, (a, _) in enumerate(frontier) if a.kind == "narrow_stage"]
-        if narrows:
-            chosen.append(frontier[min(narrows)[1]])
-        return chosen
-
-    return actions

@@ -14,28 +14,34 @@ import time
 import warnings
 from pathlib import Path
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace, block_slots
+from nas.core.typed_yaml import dump_yaml, write_text_atomic
+from nas.reports import pyplot, save_figure
 from nas.search.greedy import AccuracyFn, CostFn
-from nas.space import FAMILY_RULES, SearchSpace
-from nas.typed_yaml import dump_yaml, write_text_atomic
 
 log = logging.getLogger(__name__)
 
 
 def arch_from_trial(space: SearchSpace, trial) -> ArchConfig:
+    """The sub-network an optuna ``trial`` suggests (per stage: width, depth and attention or block
+    choice, a ratio per slot), repaired to a valid arch of ``space``."""
     depths, widths, attention, hidden, types = [], [], [], [], []
-    block_choice = FAMILY_RULES[space.family].block_choice
+    block_choice = space.rules.block_choice
     for s, st in enumerate(space.stages):
         width = trial.suggest_categorical(f"s{s}_width", list(st.widths))
         if block_choice:
             allowed = ["mb4d", "skip"] + (["mb3d"] if st.max_attention > 0 else [])
             chosen = [trial.suggest_categorical(f"s{s}_p{j}", allowed) for j in range(st.max_depth)]
             kept = [j for j, t in enumerate(chosen) if t != "skip"] or [0]
-            kept = kept[:st.max_depth]
+            kept = kept[: st.max_depth]
             while len(kept) not in st.depths:  # repair to an allowed depth
-                kept = kept[:-1] if len(kept) > max(st.depths) else kept + [j for j in range(st.max_depth)
-                                                                            if j not in kept][:1]
+                kept = (
+                    kept[:-1]
+                    if len(kept) > max(st.depths)
+                    else kept + [j for j in range(st.max_depth) if j not in kept][:1]
+                )
             n3d = min(sum(chosen[j] == "mb3d" for j in kept), st.max_attention)
             n3d = max(a for a in st.attention_choices(len(kept)) if a <= n3d)
             stage_types = ["skip"] * st.max_depth
@@ -44,8 +50,6 @@ def arch_from_trial(space: SearchSpace, trial) -> ArchConfig:
             types.append(tuple(stage_types))
             depth, att, slots = len(kept), n3d, sorted(kept)
         else:
-            from nas.space import block_slots
-
             depth = trial.suggest_categorical(f"s{s}_depth", list(st.depths))
             att = trial.suggest_categorical(f"s{s}_attention", list(st.attention))
             att = max(a for a in st.attention_choices(depth) if a <= min(att, depth))
@@ -76,25 +80,37 @@ def open_study(storage: str, study_name: str, seed: int, population: int = 16):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats
-                rdb = optuna.storages.RDBStorage(storage, heartbeat_interval=10, grace_period=30,
-                                                 engine_kwargs=kwargs)
-                return optuna.create_study(study_name=study_name, storage=rdb, load_if_exists=True,
-                                           directions=["maximize", "minimize"],
-                                           sampler=optuna.samplers.NSGAIISampler(population_size=population,
-                                                                                 seed=seed))
+                rdb = optuna.storages.RDBStorage(storage, heartbeat_interval=10, grace_period=30, engine_kwargs=kwargs)
+                return optuna.create_study(
+                    study_name=study_name,
+                    storage=rdb,
+                    load_if_exists=True,
+                    directions=["maximize", "minimize"],
+                    sampler=optuna.samplers.NSGAIISampler(population_size=population, seed=seed),
+                )
         except (ImportError, ValueError, optuna.exceptions.OptunaError) as exc:
-            raise NasError(f"--storage {storage}: cannot open the optuna study ({str(exc).splitlines()[0]})") \
-                from None
+            raise NasError(f"--storage {storage}: cannot open the optuna study ({str(exc).splitlines()[0]})") from None
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy: two processes creating one new database race
             if attempt == 4:
-                raise NasError(f"--storage {storage}: cannot open the optuna study ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0]})") from None
+                raise NasError(
+                    f"--storage {storage}: cannot open the optuna study ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0]})"
+                ) from None
             time.sleep(0.5 * (attempt + 1))
     raise AssertionError("unreachable")
 
 
-def nsga_search(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, trials: int, seed: int, run: Path,
-                storage: str | None = None, study_name: str = "nas-search", population: int = 16) -> list[dict]:
+def nsga_search(
+    space: SearchSpace,
+    accuracy: AccuracyFn,
+    cost: CostFn,
+    trials: int,
+    seed: int,
+    run: Path,
+    storage: str | None = None,
+    study_name: str = "nas-search",
+    population: int = 16,
+) -> list[dict]:
     """Run NSGA-II until the study holds ``trials`` finished trials; write trials.jsonl, pareto.yaml
     and pareto.png (of every finished trial of the study, whoever ran it); return the front.
 
@@ -111,8 +127,13 @@ def nsga_search(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, trials: 
         arch = arch_from_trial(space, trial)
         acc = accuracy([arch])[0]
         c = cost(arch)
-        for key, value in {**c.to_dict(), "accuracy": acc, "digest": arch.digest, "arch": arch.to_dict(),
-                           "run": str(run)}.items():
+        for key, value in {
+            **c.to_dict(),
+            "accuracy": acc,
+            "digest": arch.digest,
+            "arch": arch.to_dict(),
+            "run": str(run),
+        }.items():
             trial.set_user_attr(key, value)
         return acc, (c.latency_ms if uses_latency else c.params)
 
@@ -120,23 +141,25 @@ def nsga_search(space: SearchSpace, accuracy: AccuracyFn, cost: CostFn, trials: 
     if len(study.get_trials(deepcopy=False, states=finished)) < trials:
         study.optimize(objective, n_trials=trials, callbacks=[MaxTrialsCallback(trials, states=finished)])
     done = study.get_trials(deepcopy=False, states=finished)
-    records = [{"trial": t.number, **{k: t.user_attrs[k] for k in ("accuracy", "params", "latency_ms", "mes",
-                                                                    "digest", "arch", "run")}} for t in done]
+    records = [
+        {
+            "trial": t.number,
+            **{k: t.user_attrs[k] for k in ("accuracy", "params", "latency_ms", "mes", "digest", "arch", "run")},
+        }
+        for t in done
+    ]
     write_text_atomic(run / "trials.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     front_ids = {t.number for t in study.best_trials}
-    front = sorted((r for r in records if r["trial"] in front_ids),
-                   key=lambda r: r["latency_ms"] if uses_latency else r["params"])
+    front = sorted(
+        (r for r in records if r["trial"] in front_ids), key=lambda r: r["latency_ms"] if uses_latency else r["params"]
+    )
     write_text_atomic(run / "pareto.yaml", dump_yaml(front))
     _plot(run, records, front, uses_latency)
     return front
 
 
 def _plot(run: Path, records: list[dict], front: list[dict], uses_latency: bool) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     key = "latency_ms" if uses_latency else "params"
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter([r[key] for r in records], [100 * r["accuracy"] for r in records], s=10, alpha=0.4, label="trials")
@@ -146,5 +169,4 @@ def _plot(run: Path, records: list[dict], front: list[dict], uses_latency: bool)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(run / "pareto.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, run / "pareto.png")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
 from nas.metrics import count_params, mes
 
 OBJECTIVES = ("mes", "latency", "params")
@@ -29,6 +29,8 @@ class Cost:
 
 @dataclass(frozen=True)
 class Objective:
+    """A search target: ``name`` (``mes``, ``latency`` or ``params``) and the MES to reach, or the ms or
+    parameters to get under."""
     name: str
     target: float
 

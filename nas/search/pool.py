@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
-from nas.arch import ArchConfig
 from nas.cluster import start_ray
-from nas.errors import NasError
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
 from nas.search.evaluator import DiskCache, EvalSpec, SubnetEvaluator
 
 log = logging.getLogger(__name__)
@@ -48,15 +48,21 @@ def actor_error(exc: BaseException) -> str:
     prefix = f"{NasError.__module__}.{NasError.__name__}: "
     for line in reversed(lines):
         if line.startswith(prefix):
-            return line[len(prefix):]
+            return line[len(prefix) :]
     return f"a Ray evaluator died: {lines[-1] if lines else type(exc).__name__}"
 
 
 class EvaluatorPool:
     """``pool(archs) -> accuracies`` with an in-memory and on-disk cache in front."""
 
-    def __init__(self, spec: EvalSpec, workers: int = 0, address: str | None = None, cache: DiskCache | None = None,
-                 threads_per_worker: int = 1):
+    def __init__(
+        self,
+        spec: EvalSpec,
+        workers: int = 0,
+        address: str | None = None,
+        cache: DiskCache | None = None,
+        threads_per_worker: int = 1,
+    ):
         self.spec, self.cache, self.actors, self._started_ray = spec, cache, [], False
         self.local = None
         self.evaluations = 0
@@ -93,8 +99,9 @@ class EvaluatorPool:
             else:
                 from ray.util import ActorPool
 
-                results = list(ActorPool(self.actors).map(lambda actor, arch: actor.evaluate.remote(arch.to_dict()),
-                                                          todo))
+                results = list(
+                    ActorPool(self.actors).map(lambda actor, arch: actor.evaluate.remote(arch.to_dict()), todo)
+                )
             self.evaluations += len(todo)
             for arch, acc in zip(todo, results):
                 if self.cache is not None:

@@ -10,108 +10,203 @@ from __future__ import annotations
 
 import json
 import logging
-
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
-from nas.latency import LatencyTable
 from nas.checkpoint import file_digest, load_checkpoint
-from nas.runconfig import SearchRunConfig, as_dict, read_run_config, require_resumable
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import dump_yaml, write_text_atomic
+from nas.latency import LatencyTable
 from nas.provenance import RunClock
+from nas.reports import markdown_table, pyplot, save_figure, write_json
+from nas.runconfig import SearchRunConfig, as_dict, read_run_config, require_resumable
 from nas.runlock import RunLock
 from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
 from nas.search.greedy import SearchState, Step, greedy_slim, require_reachable
+from nas.search.nsga import nsga_search
 from nas.search.objective import Cost, Objective, cost_function
 from nas.search.pool import EvaluatorPool
-from nas.space import load_space
+from nas.space import load_space, recorded_source
 from nas.tboard import Curves
-from nas.typed_yaml import dump_yaml, write_text_atomic
+from supernets import get_family
 
 log = logging.getLogger(__name__)
 
 
 def _state_to_json(state: SearchState) -> str:
-    return json.dumps({"start": state.start.to_dict(), "start_accuracy": state.start_accuracy,
-                       "steps": [s.to_dict() for s in state.steps]}, indent=1) + "\n"
+    return (
+        json.dumps(
+            {
+                "start": state.start.to_dict(),
+                "start_accuracy": state.start_accuracy,
+                "steps": [s.to_dict() for s in state.steps],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def _state_from_json(path: Path) -> SearchState:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        steps = [Step(s["step"], s["action"], ArchConfig.from_dict(s["arch"]), s["accuracy"],
-                      Cost(s["params"], s["latency_ms"]), s["delta_accuracy"], s["gain"], s["candidates"])
-                 for s in data["steps"]]
+        steps = [
+            Step(
+                s["step"],
+                s["action"],
+                ArchConfig.from_dict(s["arch"]),
+                s["accuracy"],
+                Cost(s["params"], s["latency_ms"]),
+                s["delta_accuracy"],
+                s["gain"],
+                s["candidates"],
+            )
+            for s in data["steps"]
+        ]
         return SearchState(ArchConfig.from_dict(data["start"]), data["start_accuracy"], steps)
     except (ValueError, KeyError, TypeError) as exc:
         raise NasError(f"{path}: corrupt search state ({type(exc).__name__}: {exc}); start a new --run") from None
 
 
-def search(supernet_run: str | Path, objective: Objective, device: str | None, run: str | Path,
-           img_size: int = 224, workers: int = 0, ray_address: str | None = None, seed: int = 0,
-           resume: bool = False, space_name: str | None = None, bn_calib_batches: int | None = None,
-           strategy: str = "greedy", trials: int = 64, storage: str | None = None,
-           study_name: str = "nas-search") -> dict[str, Any]:
-    """Greedy slimming (or NSGA-II) of the supernet in ``supernet_run`` to ``objective``, in ``run``.
+@dataclass(frozen=True)
+class SearchRequest:
+    """What ``nas search`` is asked to do (the CLI's flags, as one object)."""
+
+    supernet: str | Path  # run folder of `nas train-supernet`
+    objective: Objective
+    run: str | Path  # the search's run folder
+    device: str | None = None  # latency table device (needed for mes and latency)
+    img_size: int = 224  # input size the latency is priced at
+    seed: int = 0
+    space: str | None = None  # check that the supernet's space is this one
+    bn_calib_batches: int | None = None  # override the supernet recipe's
+    strategy: str = "greedy"  # greedy (EfficientFormerV2 alg. 1) or optuna (NSGA-II)
+    trials: int = 64  # optuna: finished trials the study should hold
+    storage: str | None = None  # optuna: database URL (default sqlite:///RUN/optuna.db)
+    study_name: str = "nas-search"
+    workers: int = 0  # Ray workers (0: evaluate in this process)
+    ray_address: str | None = None  # join an existing Ray cluster
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything checked and built before the run folder is touched."""
+
+    spec: EvalSpec
+    space: SearchSpace
+    cost: Any
+    actions: Any
+    config: SearchRunConfig
+    context: dict
+
+
+def search(request: SearchRequest) -> dict[str, Any]:
+    """Greedy slimming (or NSGA-II) of the supernet in ``request.supernet`` to its objective.
 
     Every input (the supernet run and its checkpoint, the space, the table, the data) is checked
     before the run folder is created; the folder is locked while the search runs; ``resume``
     continues it only with the same settings (:class:`nas.runconfig.SearchRunConfig`)."""
-    spec = EvalSpec.from_run(supernet_run, bn_calib_batches)
-    space = load_space(spec.space)
-    if space_name and load_space(space_name).name != space.name:
-        raise NasError(f"--space {space_name} does not match the supernet run's space {space.name}")
-    if objective.name != "params" and not device:
-        raise NasError(f"objective {objective.name} needs --device (a latency table)")
-    table = LatencyTable.load(device, space, img_size) if device else None
-    # Metadata only (tensors mapped, not read); every evaluator (one per Ray actor) loads the weights.
-    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-    num_classes = checkpoint["num_classes"]
-    cost = cost_function(table, img_size, num_classes)  # parameters of the network the run trains
-    actions, actions_note = None, None
-    if space.family == "efficientformer" and objective.name == "latency" and strategy == "greedy":
-        from nas.search.greedy import efficientformer_actions
-
-        importance = checkpoint.get("importance")
-        if not isinstance(importance, dict) or not {"blocks", "stages"} <= set(importance):
-            raise NasError(f"{spec.checkpoint}: an EfficientFormer supernet checkpoint without importance scores; "
-                           "train it with `nas train-supernet efficientformer`")
-        actions = efficientformer_actions(space, importance["blocks"], importance["stages"])
-        actions_note = "EfficientFormer alg. 1: least important block, first MB3D, least important stage"
-    del checkpoint
-    if strategy == "greedy":
-        require_reachable(space, cost, objective, space.largest())  # before any folder exists
-    context = spec.context()
-    config = SearchRunConfig(
-        supernet=str(supernet_run), space=space.name, objective=objective.name, target=objective.target,
-        device=device, img_size=img_size, seed=seed, num_classes=num_classes,
-        supernet_digest=context["supernet_digest"], bn_calib_batches=context["bn_calib_batches"], data=spec.data,
-        data_fingerprint=context["data_fingerprint"], split_seed=spec.seed,
-        table_digest=file_digest(table.path) if table is not None else None,
-        latency_source=table.describe_source() if table else None, strategy=strategy,
-        trials=trials if strategy == "optuna" else None, actions=actions_note,
-        storage=storage if strategy == "optuna" else None, study_name=study_name if strategy == "optuna" else None)
-    run = Path(run)
-    state = _check_run_folder(run, config, resume)
+    prepared = _prepare(request)
+    run = Path(request.run)
+    state = _check_run_folder(run, prepared.config, request.resume)
     # The evaluators read the data and weights now: bad data fails before the folder exists.
-    pool = EvaluatorPool(spec, workers, ray_address, DiskCache(run / "evaluations.jsonl", context))
+    pool = EvaluatorPool(
+        prepared.spec, request.workers, request.ray_address, DiskCache(run / "evaluations.jsonl", prepared.context)
+    )
     try:
         run.mkdir(parents=True, exist_ok=True)
         with RunLock(run, "search"):
-            state = _check_run_folder(run, config, resume)  # again, now that no one else writes here
-            write_text_atomic(run / "config.yaml", dump_yaml(as_dict(config)))
-            clock = RunClock(run, resume)
-            if strategy == "optuna":
-                from nas.search.nsga import nsga_search
-
-                front = nsga_search(space, pool, cost, trials, seed, run, storage, study_name)
-                return {"strategy": "optuna", "trials": trials, "pareto": front,
-                        "evaluations": len(pool.cache.values), "latency_source": config.latency_source,
-                        "provenance": clock.summary()}
-            return _greedy(run, space, pool, cost, objective, actions, state, config, clock)
+            state = _check_run_folder(run, prepared.config, request.resume)  # again, now that no one else writes
+            write_text_atomic(run / "config.yaml", dump_yaml(as_dict(prepared.config)))
+            clock = RunClock(run, request.resume)
+            if request.strategy == "optuna":
+                front = nsga_search(
+                    prepared.space,
+                    pool,
+                    prepared.cost,
+                    request.trials,
+                    request.seed,
+                    run,
+                    request.storage,
+                    request.study_name,
+                )
+                return {
+                    "strategy": "optuna",
+                    "trials": request.trials,
+                    "pareto": front,
+                    "evaluations": len(pool.cache.values),
+                    "latency_source": prepared.config.latency_source,
+                    "provenance": clock.summary(),
+                }
+            return _greedy(
+                run,
+                prepared.space,
+                pool,
+                prepared.cost,
+                request.objective,
+                prepared.actions,
+                state,
+                prepared.config,
+                clock,
+            )
     finally:
         pool.close()
+
+
+def _prepare(request: SearchRequest) -> _Prepared:
+    """Read and check the supernet run, space, table and objective; the run's config."""
+    spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
+    space = load_space(spec.space)
+    if request.space and load_space(request.space).name != space.name:
+        raise NasError(f"--space {request.space} does not match the supernet run's space {space.name}")
+    objective, device, greedy = request.objective, request.device, request.strategy == "greedy"
+    if objective.name != "params" and not device:
+        raise NasError(f"objective {objective.name} needs --device (a latency table)")
+    table = LatencyTable.load(device, space, request.img_size) if device else None
+    # Metadata only (tensors mapped, not read); every evaluator (one per Ray actor) loads the weights.
+    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+    num_classes = checkpoint["num_classes"]
+    cost = cost_function(table, request.img_size, num_classes)  # parameters of the network the run trains
+    # A family may slim by its own moves (EfficientFormer alg. 1: by the importance of its choices).
+    actions, actions_note = None, None
+    if greedy:
+        try:
+            chosen = get_family(space.family).greedy_actions(space, checkpoint, objective.name)
+        except NasError as exc:
+            raise NasError(f"{spec.checkpoint}: {exc}") from None
+        if chosen is not None:
+            actions, actions_note = chosen
+        require_reachable(space, cost, objective, space.largest())  # before any folder exists
+    context = spec.context()
+    optuna = request.strategy == "optuna"
+    config = SearchRunConfig(
+        supernet=str(request.supernet),
+        space=space.name,
+        space_file=recorded_source(space),
+        objective=objective.name,
+        target=objective.target,
+        device=device,
+        img_size=request.img_size,
+        seed=request.seed,
+        num_classes=num_classes,
+        supernet_digest=context["supernet_digest"],
+        bn_calib_batches=context["bn_calib_batches"],
+        data=spec.data,
+        data_fingerprint=context["data_fingerprint"],
+        split_seed=spec.seed,
+        table_digest=file_digest(table.path) if table is not None else None,
+        latency_source=table.describe_source() if table else None,
+        strategy=request.strategy,
+        trials=request.trials if optuna else None,
+        actions=actions_note,
+        storage=request.storage if optuna else None,
+        study_name=request.study_name if optuna else None,
+    )
+    return _Prepared(spec, space, cost, actions, config, context)
 
 
 def _check_run_folder(run: Path, config: SearchRunConfig, resume: bool) -> SearchState | None:
@@ -127,16 +222,28 @@ def _check_run_folder(run: Path, config: SearchRunConfig, resume: bool) -> Searc
     return _state_from_json(state_path) if state_path.exists() else None
 
 
-def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: SearchState | None,
-            config: SearchRunConfig, clock: RunClock) -> dict[str, Any]:
+def _greedy(
+    run: Path,
+    space,
+    pool,
+    cost,
+    objective: Objective,
+    actions,
+    state: SearchState | None,
+    config: SearchRunConfig,
+    clock: RunClock,
+) -> dict[str, Any]:
     # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
     # logs its last saved point again and hides what the interrupted process logged from there on.
     resumed = any(run.glob("events.out.tfevents.*"))
     curves = Curves(run, purge_from=(len(state.steps) if state else 0) if resumed else None)
 
     def log_point(current: SearchState) -> None:
-        step, arch, accuracy = (current.steps[-1].index, current.steps[-1].arch, current.steps[-1].accuracy) \
-            if current.steps else (0, current.start, current.start_accuracy)
+        step, arch, accuracy = (
+            (current.steps[-1].index, current.steps[-1].arch, current.steps[-1].accuracy)
+            if current.steps
+            else (0, current.start, current.start_accuracy)
+        )
         curves.add("search", {"accuracy": accuracy, **cost(arch).to_dict()}, step)
 
     if state is not None:
@@ -145,9 +252,16 @@ def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: 
     def save(current: SearchState) -> None:
         write_text_atomic(run / "state.json", _state_to_json(current))
         clock.tick()
-        write_text_atomic(run / "search.jsonl", "".join(
-            json.dumps({**{k: v for k, v in s.to_dict().items() if k != "arch"},
-                        "latency_source": config.latency_source}) + "\n" for s in current.steps))
+        write_text_atomic(
+            run / "search.jsonl",
+            "".join(
+                json.dumps(
+                    {**{k: v for k, v in s.to_dict().items() if k != "arch"}, "latency_source": config.latency_source}
+                )
+                + "\n"
+                for s in current.steps
+            ),
+        )
         log_point(current)
 
     try:
@@ -156,39 +270,55 @@ def _greedy(run: Path, space, pool, cost, objective: Objective, actions, state: 
         curves.close()
     final = state.current
     final.save(run / "arch.yaml")
-    result = {"arch": final.to_dict(), "digest": final.digest, "accuracy": state.current_accuracy,
-              "start_accuracy": state.start_accuracy, "steps": len(state.steps), **cost(final).to_dict(),
-              "latency_source": config.latency_source, "evaluations": len(pool.cache.values),
-              "provenance": clock.summary()}
+    result = {
+        "arch": final.to_dict(),
+        "digest": final.digest,
+        "accuracy": state.current_accuracy,
+        "start_accuracy": state.start_accuracy,
+        "steps": len(state.steps),
+        **cost(final).to_dict(),
+        "latency_source": config.latency_source,
+        "evaluations": len(pool.cache.values),
+        "provenance": clock.summary(),
+    }
     _write_summary(run, state, cost, objective, config)
     _plot(run, state, cost, objective)
-    write_text_atomic(run / "result.json", json.dumps(result, indent=1) + "\n")
+    write_json(run / "result.json", result)
     return result
 
 
 def _write_summary(run: Path, state: SearchState, cost, objective: Objective, config: SearchRunConfig) -> None:
-    rows = [("start (largest)", state.start, state.start_accuracy)] + [(s.action, s.arch, s.accuracy)
-                                                                        for s in state.steps]
-    lines = [f"# Greedy slimming to {objective.name} {objective.target:g}", "",
-             f"Supernet `{config.supernet}`, space `{config.space}`; accuracy: top-1 on the supernet run's "
-             "search split after BatchNorm recalibration (supernet weights, not trained from scratch).", ""]
+    rows = [("start (largest)", state.start, state.start_accuracy)] + [
+        (s.action, s.arch, s.accuracy) for s in state.steps
+    ]
+    lines = [
+        f"# Greedy slimming to {objective.name} {objective.target:g}",
+        "",
+        f"Supernet `{config.supernet}`, space `{config.space}`; accuracy: top-1 on the supernet run's "
+        "search split after BatchNorm recalibration (supernet weights, not trained from scratch).",
+        "",
+    ]
     if config.latency_source:
         lines += [f"Latency: {config.latency_source}.", ""]
-    lines += ["| step | action | top-1 | params (M) | latency (ms) | MES |", "|---|---|---|---|---|---|"]
+    cells = []
     for i, (action, arch, acc) in enumerate(rows):
         c = cost(arch)
-        lat = f"{c.latency_ms:.3f}" if c.latency_ms is not None else "-"
-        m = f"{c.mes:.1f}" if c.mes is not None else "-"
-        lines.append(f"| {i} | {action} | {100 * acc:.2f}% | {c.params / 1e6:.3f} | {lat} | {m} |")
+        cells.append(
+            [
+                i,
+                action,
+                f"{100 * acc:.2f}%",
+                f"{c.params / 1e6:.3f}",
+                f"{c.latency_ms:.3f}" if c.latency_ms is not None else "-",
+                f"{c.mes:.1f}" if c.mes is not None else "-",
+            ]
+        )
+    lines += markdown_table(["step", "action", "top-1", "params (M)", "latency (ms)", "MES"], cells)
     write_text_atomic(run / "summary.md", "\n".join(lines) + "\n")
 
 
 def _plot(run: Path, state: SearchState, cost, objective: Objective) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     archs = [state.start] + [s.arch for s in state.steps]
     accs = [state.start_accuracy] + [s.accuracy for s in state.steps]
     costs = [cost(a) for a in archs]
@@ -201,5 +331,4 @@ def _plot(run: Path, state: SearchState, cost, objective: Objective) -> None:
     ax.set_title(f"greedy slimming to {objective.name} {objective.target:g}")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(run / "trajectory.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, run / "trajectory.png")

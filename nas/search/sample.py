@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from nas.arch import ArchConfig
-from nas.errors import NasError
-from nas.search.objective import Objective
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
 from nas.search.greedy import CostFn, require_reachable
-from nas.space import SearchSpace
+from nas.search.objective import Objective
 
 
 def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
@@ -18,9 +18,16 @@ def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
     return objective.target * (1 - tolerance) <= value <= objective.target
 
 
-def sample_within_budget(space: SearchSpace, n: int, objective: Objective, cost: CostFn, rng: random.Random,
-                         tolerance: float = 0.05, max_draws: int = 20_000,
-                         exclude: set[str] = frozenset()) -> list[ArchConfig]:
+def sample_within_budget(
+    space: SearchSpace,
+    n: int,
+    objective: Objective,
+    cost: CostFn,
+    rng: random.Random,
+    tolerance: float = 0.05,
+    max_draws: int = 20_000,
+    exclude: set[str] = frozenset(),
+) -> list[ArchConfig]:
     """``n`` distinct sub-networks drawn uniformly from the space (:meth:`SearchSpace.sample`) whose
     objective lies within ``tolerance`` of the target, on the side that meets it; digests in
     ``exclude`` (e.g. the searched network's) are skipped."""
@@ -28,9 +35,15 @@ def sample_within_budget(space: SearchSpace, n: int, objective: Objective, cost:
     found: dict[str, ArchConfig] = {}
     for _ in range(max_draws):
         arch = space.sample(rng)
-        if arch.digest not in found and arch.digest not in exclude and within_budget(objective, objective.value(cost(arch)), tolerance):
+        if (
+            arch.digest not in found
+            and arch.digest not in exclude
+            and within_budget(objective, objective.value(cost(arch)), tolerance)
+        ):
             found[arch.digest] = arch
             if len(found) == n:
                 return list(found.values())
-    raise NasError(f"only {len(found)} of {n} random sub-networks of {space.name} met {objective.name} "
-                   f"{objective.target:g} within {100 * tolerance:g}% in {max_draws} draws; widen --tolerance")
+    raise NasError(
+        f"only {len(found)} of {n} random sub-networks of {space.name} met {objective.name} "
+        f"{objective.target:g} within {100 * tolerance:g}% in {max_draws} draws; widen --tolerance"
+    )

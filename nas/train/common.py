@@ -6,22 +6,23 @@ import json
 import logging
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 
 from nas.checkpoint import load_checkpoint
-from nas.errors import NasError
+from nas.core.errors import NasError
+from nas.core.typed_yaml import dump_yaml, write_text_atomic
 from nas.recipe import Recipe
+from nas.reports import write_json
 from nas.runconfig import as_dict, read_run_config, require_resumable
 from nas.runlock import RunLock
-from nas.typed_yaml import dump_yaml, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class DistEnv:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global random generators."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -119,14 +121,15 @@ class RunFolder:
         line of a run stopped early by ``--max-steps``)."""
         if not self.env.is_main or not self.metrics.exists():
             return
-        records = [(line, json.loads(line)) for line in self.metrics.read_text(encoding="utf-8").splitlines()
-                   if line.strip()]
+        records = [
+            (line, json.loads(line)) for line in self.metrics.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
         kept = [line for line, r in records if r.get("step", 0) <= step and not r.get("final")]
         write_text_atomic(self.metrics, "".join(line + "\n" for line in kept))
 
     def write_json(self, name: str, data: Any) -> None:
         if self.env.is_main:
-            write_text_atomic(self.path / name, json.dumps(data, indent=1) + "\n")
+            write_json(self.path / name, data)
 
 
 def finished_or_run(folder: Path, progress_file: str, start: Callable[[bool], dict[str, Any]]) -> dict[str, Any]:
@@ -154,17 +157,16 @@ def classification_loss(recipe: Recipe, num_classes: int):
     from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 
     if recipe.mixup > 0 or recipe.cutmix > 0:
-        mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.label_smoothing,
-                      num_classes=num_classes)
+        mixup = Mixup(
+            mixup_alpha=recipe.mixup,
+            cutmix_alpha=recipe.cutmix,
+            label_smoothing=recipe.label_smoothing,
+            num_classes=num_classes,
+        )
         return mixup, SoftTargetCrossEntropy()
     if recipe.label_smoothing > 0:
         return None, LabelSmoothingCrossEntropy(recipe.label_smoothing)
     return None, nn.CrossEntropyLoss()
-
-
-def soft_cross_entropy(logits: torch.Tensor, soft_targets: torch.Tensor) -> torch.Tensor:
-    """In-place distillation loss: cross-entropy to the largest sub-network's probabilities."""
-    return torch.sum(-soft_targets * F.log_softmax(logits, dim=-1), dim=-1).mean()
 
 
 def load_teacher(recipe: Recipe, num_classes: int, device) -> nn.Module | None:
@@ -183,8 +185,9 @@ def load_teacher(recipe: Recipe, num_classes: int, device) -> nn.Module | None:
         try:
             teacher.load_state_dict(state)
         except RuntimeError as exc:
-            raise NasError(f"{recipe.teacher_checkpoint}: does not fit {recipe.teacher}: "
-                           f"{str(exc).splitlines()[0]}") from None
+            raise NasError(
+                f"{recipe.teacher_checkpoint}: does not fit {recipe.teacher}: {str(exc).splitlines()[0]}"
+            ) from None
     else:
         log.warning("teacher %s has no checkpoint: distilling from random weights", recipe.teacher)
     return teacher.to(device).eval()

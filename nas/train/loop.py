@@ -23,15 +23,29 @@ from timm.utils import dispatch_clip_grad
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from nas.checkpoint import (
+    file_digest,
+    load_checkpoint,
+    load_pretrained,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from nas.core.errors import NasError
 from nas.data import Splits, data_fingerprint, load_splits, train_loader
-from nas.errors import NasError
 from nas.evaluate import autocast_for
 from nas.provenance import RunClock
 from nas.recipe import Recipe
 from nas.runconfig import FixedRunConfig, as_dict
 from nas.tboard import Curves
-from nas.checkpoint import file_digest, load_checkpoint, load_pretrained, rng_state, save_checkpoint, set_rng_state
-from nas.train.common import DistEnv, RunFolder, classification_loss, load_teacher, param_groups, seed_everything
+from nas.train.common import (
+    DistEnv,
+    RunFolder,
+    classification_loss,
+    load_teacher,
+    param_groups,
+    seed_everything,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +60,19 @@ class Trainer:
     find_unused_parameters = False  # DDP: a supernet step leaves the unsampled weights without gradients
     compilable = False  # torch.compile: a fixed network's forward; a supernet's graph changes every step
 
-    def __init__(self, recipe: Recipe, data: str | None, run: str | Path, config: dict[str, Any], seed: int = 0,
-                 resume: bool = False, progress: bool = True, max_steps: int | None = None,
-                 hold_out_search: bool = True, init: str | None = None):
+    def __init__(
+        self,
+        recipe: Recipe,
+        data: str | None,
+        run: str | Path,
+        config: dict[str, Any],
+        seed: int = 0,
+        resume: bool = False,
+        progress: bool = True,
+        max_steps: int | None = None,
+        hold_out_search: bool = True,
+        init: str | None = None,
+    ):
         self.env = DistEnv.setup()
         self.device = self.env.device()
         self.recipe, self.seed, self.progress, self.data = recipe, seed, progress, data
@@ -58,9 +82,16 @@ class Trainer:
         # Every input is checked before anything is written: data (each image decoded once), the
         # teacher and its checkpoint, the batch size against the images, the checkpoint to resume.
         self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search)
-        self.run_config = self.config_class(**config, data=data, data_fingerprint=data_fingerprint(data), seed=seed,
-                                            world_size=self.env.world, recipe=recipe, init=init,
-                                            init_digest=file_digest(init) if init and Path(init).is_file() else None)
+        self.run_config = self.config_class(
+            **config,
+            data=data,
+            data_fingerprint=data_fingerprint(data),
+            seed=seed,
+            world_size=self.env.world,
+            recipe=recipe,
+            init=init,
+            init_digest=file_digest(init) if init and Path(init).is_file() else None,
+        )
         self.config = as_dict(self.run_config)
         self.teacher = load_teacher(recipe, self.splits.num_classes, self.device)
         self.loader, self.sampler, self.dataset = train_loader(self.splits, recipe, seed, self.env.rank, self.env.world)
@@ -68,14 +99,18 @@ class Trainer:
             raise NasError("amp fp16 needs a CUDA device; on the CPU use --amp bf16 or none")
         resume_state = None
         if resume and self.folder.checkpoint.exists():
-            resume_state = load_checkpoint(self.folder.checkpoint, require=("model", "optimizer", "scheduler", "rng",
-                                                                            "step"))
+            resume_state = load_checkpoint(
+                self.folder.checkpoint, require=("model", "optimizer", "scheduler", "rng", "step")
+            )
         self.net = self.build_net(self.splits.num_classes).to(self.device)
         if init and resume_state is None and not resume:  # a resumed run's weights come from its checkpoint
             fresh = load_pretrained(self.net, init, self.description.split(" ", 1)[-1])
             if fresh:
-                log.warning("%s: classifier %s left initialised (trained for another number of classes)", init,
-                            ", ".join(sorted({k.split(".")[0] for k in fresh})))
+                log.warning(
+                    "%s: classifier %s left initialised (trained for another number of classes)",
+                    init,
+                    ", ".join(sorted({k.split(".")[0] for k in fresh})),
+                )
         self.folder.prepare(self.run_config, resume)
         self.clock = RunClock(self.folder.path, resume)
         try:
@@ -92,12 +127,17 @@ class Trainer:
         self.total_steps = recipe.epochs * self.steps_per_epoch
         global_batch = recipe.batch_size * self.env.world
         no_decay = set(self.net.no_weight_decay()) if hasattr(self.net, "no_weight_decay") else set()
-        self.optimizer = torch.optim.AdamW(param_groups(self.weight_parameters(), recipe.weight_decay, no_decay),
-                                           lr=recipe.lr_for(global_batch))
+        self.optimizer = torch.optim.AdamW(
+            param_groups(self.weight_parameters(), recipe.weight_decay, no_decay), lr=recipe.lr_for(global_batch)
+        )
         self.scheduler = CosineLRScheduler(
-            self.optimizer, t_initial=self.total_steps, lr_min=recipe.min_lr * global_batch / recipe.lr_reference_batch,
-            warmup_t=int(recipe.warmup_epochs * self.steps_per_epoch), warmup_lr_init=recipe.warmup_lr,
-            t_in_epochs=False)
+            self.optimizer,
+            t_initial=self.total_steps,
+            lr_min=recipe.min_lr * global_batch / recipe.lr_reference_batch,
+            warmup_t=int(recipe.warmup_epochs * self.steps_per_epoch),
+            warmup_lr_init=recipe.warmup_lr,
+            t_in_epochs=False,
+        )
         self.mixup, self.criterion = classification_loss(recipe, self.splits.num_classes)
         self.ema = None
         if recipe.model_ema:
@@ -106,8 +146,11 @@ class Trainer:
             self.ema = ModelEmaV3(self.net, decay=recipe.model_ema_decay, use_warmup=recipe.model_ema_warmup)
         if recipe.channels_last:
             self.net.to(memory_format=torch.channels_last)
-        self.model = (DistributedDataParallel(self.net, find_unused_parameters=self.find_unused_parameters)
-                      if self.env.world > 1 else self.net)
+        self.model = (
+            DistributedDataParallel(self.net, find_unused_parameters=self.find_unused_parameters)
+            if self.env.world > 1
+            else self.net
+        )
         if recipe.compile:
             if self.device.type == "cuda" and self.compilable:
                 self.model = torch.compile(self.model)
@@ -179,8 +222,9 @@ class Trainer:
         if self.teacher is None:
             return self.criterion(output, targets), output
         cls, dist = output
-        loss = (1 - self.recipe.distill_alpha) * self.criterion(cls, targets) + \
-            self.recipe.distill_alpha * nn.functional.cross_entropy(dist, teacher_labels)
+        loss = (1 - self.recipe.distill_alpha) * self.criterion(
+            cls, targets
+        ) + self.recipe.distill_alpha * nn.functional.cross_entropy(dist, teacher_labels)
         return loss, (cls + dist) / 2
 
     def eval_nets(self) -> list[tuple[str, nn.Module]]:
@@ -193,9 +237,16 @@ class Trainer:
     # --- checkpoints ---------------------------------------------------------------------------
 
     def _state(self) -> dict[str, Any]:
-        state = {"step": self.step, "model": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "config": self.config,
-                 "num_classes": self.splits.num_classes, "img_size": self.recipe.img_size}
+        state = {
+            "step": self.step,
+            "model": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng_state(),
+            "config": self.config,
+            "num_classes": self.splits.num_classes,
+            "img_size": self.recipe.img_size,
+        }
         if self.ema is not None:
             state["model_ema"] = self.ema.state_dict()
         state.update(self.extra_state())
@@ -232,13 +283,28 @@ class Trainer:
             self.folder.release()
 
     def _train(self) -> dict[str, Any]:
+        last = self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
+        bar = tqdm(
+            total=last,
+            initial=self.step,
+            desc=self.description,
+            disable=None if (self.progress and self.env.is_main) else True,
+        )
+        curves = Curves(self.folder.path, purge_from=self.step + 1 if self.step else None) if self.env.is_main else None
+        try:
+            self._run_epochs(last, bar, curves)
+        finally:
+            bar.close()
+        result = self._finish(curves)
+        self.env.teardown()
+        return result
+
+    def _run_epochs(self, last: int, bar, curves: Curves | None) -> None:
+        """Steps from the current one to ``last``: one per batch, logged every ``log_every``,
+        checkpointed every ``checkpoint_every`` and at each epoch's end."""
         recipe = self.recipe
         start_epoch, start_batch = divmod(self.step, self.steps_per_epoch)
-        last = self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
-        bar = tqdm(total=last, initial=self.step, desc=self.description,
-                   disable=None if (self.progress and self.env.is_main) else True)
-        curves = Curves(self.folder.path, purge_from=self.step + 1 if self.step else None) if self.env.is_main else None
-        window_loss, window_images, window_start = 0.0, 0, time.perf_counter()
+        window = _Window()
         self.net.train()
         for epoch in range(start_epoch, recipe.epochs):
             if self.step >= last:
@@ -246,36 +312,11 @@ class Trainer:
             self.sampler.set_epoch(epoch, start_batch if epoch == start_epoch else 0)
             self.dataset.epoch = epoch
             for images, labels in self.loader:
-                images, labels = images.to(self.device), labels.to(self.device)
-                if recipe.channels_last:
-                    images = images.contiguous(memory_format=torch.channels_last)
-                targets = labels
-                if self.mixup is not None:
-                    images, targets = self.mixup(images, labels)
-                teacher_labels = None
-                if self.teacher is not None:
-                    with torch.no_grad():
-                        teacher_labels = self.teacher(images).argmax(dim=-1)
-                self.scheduler.step_update(self.step)
-                loss = self.train_step(images, targets, teacher_labels)
-                if not math.isfinite(loss):
-                    raise FloatingPointError(f"loss is {loss} at step {self.step}; lower --lr")
-                self.step += 1
-                if self.ema is not None:
-                    self.ema.update(self.net, step=self.step)
-                window_loss += loss
-                window_images += images.shape[0] * self.env.world
-                lr = self.optimizer.param_groups[0]["lr"]
+                loss = self._step(images, labels)
+                window.add(loss, images.shape[0] * self.env.world)
                 if self.step % recipe.log_every == 0 or self.step == last:
-                    elapsed = time.perf_counter() - window_start
-                    n = recipe.log_every if self.step % recipe.log_every == 0 else max(1, self.step % recipe.log_every)
-                    record = {"step": self.step, "epoch": epoch, "loss": window_loss / n, "lr": lr,
-                              "images_per_s": window_images / max(elapsed, 1e-9), **self.step_record()}
-                    self.folder.log(record)
-                    if curves is not None:
-                        curves.add("train", {k: v for k, v in record.items() if k not in ("step", "epoch")}, self.step)
-                    bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", img_s=f"{record['images_per_s']:.0f}")
-                    window_loss, window_images, window_start = 0.0, 0, time.perf_counter()
+                    self._log(epoch, window, curves, bar)
+                    window = _Window()
                 bar.update(1)
                 if self.step % recipe.checkpoint_every == 0:
                     self.save()
@@ -283,17 +324,75 @@ class Trainer:
                     break
             if self.step % self.steps_per_epoch == 0 or self.step >= last:
                 self.save()  # epoch end (or the early stop)
-        bar.close()
-        result: dict[str, Any] = {"step": self.step, "epochs": recipe.epochs,
-                                  "train_images": len(self.splits.train), "chance": 1 / self.splits.num_classes}
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
+        """One optimizer step on a batch: augmentation, teacher labels, the subclass's step, EMA."""
+        images, labels = images.to(self.device), labels.to(self.device)
+        if self.recipe.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        targets = labels
+        if self.mixup is not None:
+            images, targets = self.mixup(images, labels)
+        teacher_labels = None
+        if self.teacher is not None:
+            with torch.no_grad():
+                teacher_labels = self.teacher(images).argmax(dim=-1)
+        self.scheduler.step_update(self.step)
+        loss = self.train_step(images, targets, teacher_labels)
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss} at step {self.step}; lower --lr")
+        self.step += 1
+        if self.ema is not None:
+            self.ema.update(self.net, step=self.step)
+        return loss
+
+    def _log(self, epoch: int, window: "_Window", curves: Curves | None, bar) -> None:
+        lr = self.optimizer.param_groups[0]["lr"]
+        record = {
+            "step": self.step,
+            "epoch": epoch,
+            "loss": window.loss / max(window.steps, 1),
+            "lr": lr,
+            "images_per_s": window.images / max(time.perf_counter() - window.start, 1e-9),
+            **self.step_record(),
+        }
+        self.folder.log(record)
+        if curves is not None:
+            curves.add("train", {k: v for k, v in record.items() if k not in ("step", "epoch")}, self.step)
+        bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", img_s=f"{record['images_per_s']:.0f}")
+
+    def _finish(self, curves: Curves | None) -> dict[str, Any]:
+        """Score the trained network (main process) and write ``result.json``."""
+        result: dict[str, Any] = {
+            "step": self.step,
+            "epochs": self.recipe.epochs,
+            "train_images": len(self.splits.train),
+            "chance": 1 / self.splits.num_classes,
+        }
         if self.env.is_main:
             self.net.eval()
             result.update(self.evaluate())
             result["provenance"] = self.clock.summary()
-            self.folder.log({"step": self.step, "final": True,
-                             **{k: v for k, v in result.items() if not isinstance(v, (dict, list))}})
+            self.folder.log(
+                {
+                    "step": self.step,
+                    "final": True,
+                    **{k: v for k, v in result.items() if not isinstance(v, (dict, list))},
+                }
+            )
             self.folder.write_json("result.json", result)
             curves.add("eval", {k: v for k, v in result.items() if "top1" in k}, self.step)
             curves.close()
-        self.env.teardown()
         return result
+
+
+class _Window:
+    """Loss and images since the last metrics line."""
+
+    def __init__(self):
+        self.loss, self.images, self.steps, self.start = 0.0, 0, 0, time.perf_counter()
+
+    def add(self, loss: float, images: int) -> None:
+        self.loss += loss
+        self.images += images
+        self.steps += 1

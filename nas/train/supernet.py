@@ -24,30 +24,20 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from timm.loss import SoftTargetCrossEntropy
 
-from nas.arch import ArchConfig
+from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
 from nas.data import calibration_indices, eval_loader
 from nas.evaluate import subnet_accuracy
 from nas.recipe import Recipe
 from nas.runconfig import SupernetRunConfig
-from nas.space import SearchSpace
-from nas.train.common import soft_cross_entropy
+from nas.space import recorded_source
 from nas.train.loop import Trainer
+from supernets import build_supernet, get_family
 
 log = logging.getLogger(__name__)
-
-
-def recorded_source(space: SearchSpace) -> str:
-    """Where the space was read from, as a run records it: a shipped space relative to the
-    repository (``search_configs/spaces/x.yaml``), so no machine's path lands in a run's files; a
-    user's space file as given."""
-    from nas.space import config_root
-
-    root = config_root().resolve()
-    try:
-        return str(Path(space.source).resolve().relative_to(root.parent))
-    except ValueError:
-        return space.source
 
 
 def gumbel_temperature(recipe: Recipe, progress: float) -> float:
@@ -55,16 +45,148 @@ def gumbel_temperature(recipe: Recipe, progress: float) -> float:
     return recipe.gumbel_tau_start * (recipe.gumbel_tau_end / recipe.gumbel_tau_start) ** min(max(progress, 0.0), 1.0)
 
 
+class SandwichStrategy:
+    """The sandwich rule (EfficientFormerV2 §4.2.2, alg. 1): largest, smallest and
+    ``sandwich_random`` sampled sub-networks per step, with in-place distillation."""
+
+    def __init__(self, trainer: "SupernetTrainer"):
+        self.trainer = trainer
+        self.soft_loss = SoftTargetCrossEntropy()
+        self.rng = random.Random(trainer.seed + 17)
+
+    @staticmethod
+    def weight_parameters(net: nn.Module) -> list[tuple[str, nn.Parameter]]:
+        """The parameters of ``net`` that AdamW trains."""
+        return list(net.named_parameters())
+
+    def train_step(self, images, targets, teacher_labels) -> float:
+        """One optimizer step over the sandwich of sub-networks; returns their mean loss."""
+        t = self.trainer
+        archs: list[ArchConfig] = [t.space.largest(), t.space.smallest()]
+        archs += [t.space.sample(self.rng) for _ in range(t.recipe.sandwich_random)]
+        t.optimizer.zero_grad(set_to_none=True)
+        soft_targets, total = None, 0.0
+        for i, arch in enumerate(archs):
+            with t.autocast():
+                output = t.model(images, arch)
+                if i == 0 or not t.recipe.inplace_distill:
+                    loss, logits = t.supervised_loss(output, targets, teacher_labels)
+                    if i == 0 and t.recipe.inplace_distill:
+                        soft_targets = logits.detach().float().softmax(dim=-1)
+                else:
+                    logits = output if t.teacher is None else (output[0] + output[1]) / 2
+                    loss = self.soft_loss(logits.float(), soft_targets)
+            t.backward(loss)
+            total += loss.item()
+        t.optimizer_step(t.net.parameters())
+        return total / len(archs)
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps beside the weights and optimizer."""
+        return {"sandwich_rng": self.rng.getstate()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state`."""
+        self.rng.setstate(state["sandwich_rng"])
+
+    def record(self) -> dict[str, Any]:
+        """Extra fields of each metrics line."""
+        return {}
+
+    def saved(self, state: dict[str, Any]) -> None:
+        """Called after every checkpoint."""
+
+    def result(self) -> dict[str, Any]:
+        """Extra fields of ``result.json``."""
+        return {}
+
+
+class GumbelStrategy(SandwichStrategy):
+    """Gumbel-softmax block choice (EfficientFormer §4.2, eq. 8): one draw per position per step at
+    an annealed temperature; the architecture logits α have their own optimizer, and the importance
+    scores they give are saved with every checkpoint and in ``importance.json``."""
+
+    def __init__(self, trainer: "SupernetTrainer"):
+        super().__init__(trainer)
+        recipe = trainer.recipe
+        self.alpha_optimizer = torch.optim.Adam(
+            trainer.net.arch_parameters(),
+            lr=recipe.alpha_lr,
+            betas=(0.5, 0.999),
+            weight_decay=recipe.alpha_weight_decay,
+        )
+
+    @staticmethod
+    def weight_parameters(net: nn.Module) -> list[tuple[str, nn.Parameter]]:
+        return [(n, p) for n, p in net.named_parameters() if not n.startswith("arch_logits")]  # α: alpha_optimizer
+
+    def train_step(self, images, targets, teacher_labels) -> float:
+        t = self.trainer
+        t.net.set_temperature(gumbel_temperature(t.recipe, t.step / max(t.total_steps, 1)))
+        t.optimizer.zero_grad(set_to_none=True)
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        with t.autocast():
+            loss, _ = t.supervised_loss(t.model(images), targets, teacher_labels)
+        t.backward(loss)
+        t.optimizer_step(t.net.weight_parameters(), t.optimizer, self.alpha_optimizer)
+        return loss.item()
+
+    def state(self) -> dict[str, Any]:
+        net = self.trainer.net
+        return {
+            **super().state(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "temperature": net.temperature,
+            "importance": net.importance().to_dict(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.trainer.net.set_temperature(state["temperature"])
+
+    def record(self) -> dict[str, Any]:
+        return {"temperature": self.trainer.net.temperature}
+
+    def saved(self, state: dict[str, Any]) -> None:
+        t = self.trainer
+        t.folder.write_json(
+            "importance.json", {"step": t.step, "temperature": t.net.temperature, **state["importance"]}
+        )
+
+    def result(self) -> dict[str, Any]:
+        return {"importance": self.trainer.net.importance().to_dict()}
+
+
+#: A family's ``training`` names one of these (nas.core.family.Family.training).
+STRATEGIES = {"sandwich": SandwichStrategy, "gumbel": GumbelStrategy}
+
+
 class SupernetTrainer(Trainer):
+    """Trains a family's supernet with the family's strategy (:data:`STRATEGIES`)."""
+
     command = "train-supernet"
     config_class = SupernetRunConfig
     find_unused_parameters = True
 
-    def __init__(self, space: SearchSpace, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,
-                 resume: bool = False, progress: bool = True, max_steps: int | None = None,
-                 init: str | None = None):
+    def __init__(
+        self,
+        space: SearchSpace,
+        recipe: Recipe,
+        data: str | None,
+        run: str | Path,
+        seed: int = 0,
+        resume: bool = False,
+        progress: bool = True,
+        max_steps: int | None = None,
+        init: str | None = None,
+    ):
         self.space = space
-        self.gumbel = space.family == "efficientformer"
+        self.family = get_family(space.family)
+        if self.family.training not in STRATEGIES:
+            raise NasError(
+                f"family {space.family} trains with {self.family.training!r}; known strategies: {', '.join(STRATEGIES)}"
+            )
         config = {"family": space.family, "space": space.name, "space_file": recorded_source(space)}
         super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, init=init)
 
@@ -73,100 +195,59 @@ class SupernetTrainer(Trainer):
         return f"train-supernet {self.space.name}"
 
     def build_net(self, num_classes: int) -> nn.Module:
-        from supernets import build_supernet
-
-        return build_supernet(self.space, img_size=self.recipe.img_size, num_classes=num_classes,
-                              drop_path_rate=self.recipe.drop_path)
+        return build_supernet(
+            self.space, img_size=self.recipe.img_size, num_classes=num_classes, drop_path_rate=self.recipe.drop_path
+        )
 
     def weight_parameters(self):
-        return [(n, p) for n, p in self.net.named_parameters() if not n.startswith("arch_logits")]
+        return STRATEGIES[self.family.training].weight_parameters(self.net)  # called before setup()
 
     def setup(self) -> None:
-        recipe = self.recipe
-        self.alpha_optimizer = torch.optim.Adam(self.net.arch_parameters(), lr=recipe.alpha_lr, betas=(0.5, 0.999),
-                                                weight_decay=recipe.alpha_weight_decay) if self.gumbel else None
-        self.sandwich_rng = random.Random(self.seed + 17)
-
-    # --- checkpoints ---------------------------------------------------------------------------
+        self.strategy = STRATEGIES[self.family.training](self)
 
     def extra_state(self) -> dict[str, Any]:
-        state = {"sandwich_rng": self.sandwich_rng.getstate(), "space": self.space.name, "family": self.space.family}
-        if self.gumbel:
-            state["alpha_optimizer"] = self.alpha_optimizer.state_dict()
-            state["temperature"] = self.net.temperature
-            state["importance"] = self.net.importance().to_dict()
-        return state
+        return {"space": self.space.name, "family": self.space.family, **self.strategy.state()}
 
     def after_save(self, state: dict[str, Any]) -> None:
-        if self.gumbel:
-            self.folder.write_json("importance.json", {"step": self.step, "temperature": self.net.temperature,
-                                                       **state["importance"]})
+        self.strategy.saved(state)
 
     def restore_extra(self, state: dict[str, Any]) -> None:
-        if self.gumbel:
-            self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-            self.net.set_temperature(state["temperature"])
-        self.sandwich_rng.setstate(state["sandwich_rng"])
+        self.strategy.restore(state)
 
     def step_record(self) -> dict[str, Any]:
-        return {"temperature": self.net.temperature} if self.gumbel else {}
-
-    # --- steps ---------------------------------------------------------------------------------
+        return self.strategy.record()
 
     def train_step(self, images, targets, teacher_labels) -> float:
-        step = self.gumbel_step if self.gumbel else self.sandwich_step
-        return step(images, targets, teacher_labels)
-
-    def sandwich_step(self, images, targets, teacher_labels) -> float:
-        archs: list[ArchConfig] = [self.space.largest(), self.space.smallest()]
-        archs += [self.space.sample(self.sandwich_rng) for _ in range(self.recipe.sandwich_random)]
-        self.optimizer.zero_grad(set_to_none=True)
-        soft_targets, total = None, 0.0
-        for i, arch in enumerate(archs):
-            with self.autocast():
-                output = self.model(images, arch)
-                if i == 0 or not self.recipe.inplace_distill:
-                    loss, logits = self.supervised_loss(output, targets, teacher_labels)
-                    if i == 0 and self.recipe.inplace_distill:
-                        soft_targets = logits.detach().float().softmax(dim=-1)
-                else:
-                    logits = output if self.teacher is None else (output[0] + output[1]) / 2
-                    loss = soft_cross_entropy(logits.float(), soft_targets)
-            self.backward(loss)
-            total += loss.item()
-        self.optimizer_step(self.net.parameters())
-        return total / len(archs)
-
-    def gumbel_step(self, images, targets, teacher_labels) -> float:
-        self.net.set_temperature(gumbel_temperature(self.recipe, self.step / max(self.total_steps, 1)))
-        self.optimizer.zero_grad(set_to_none=True)
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        with self.autocast():
-            loss, _ = self.supervised_loss(self.model(images), targets, teacher_labels)
-        self.backward(loss)
-        self.optimizer_step(self.net.weight_parameters(), self.optimizer, self.alpha_optimizer)
-        return loss.item()
-
-    # --- result --------------------------------------------------------------------------------
+        return self.strategy.train_step(images, targets, teacher_labels)
 
     def evaluate(self) -> dict[str, Any]:
         """Accuracy of the largest and smallest sub-networks on the search split (BN recalibrated)."""
-        result: dict[str, Any] = {"space": self.space.name, "family": self.space.family,
-                                  "search_split": len(self.splits.search), "train_split": len(self.splits.train)}
-        calib = eval_loader(self.splits.train, self.recipe,
-                            calibration_indices(self.splits.train, self.recipe, self.seed))
+        result: dict[str, Any] = {
+            "space": self.space.name,
+            "family": self.space.family,
+            "search_split": len(self.splits.search),
+            "train_split": len(self.splits.train),
+        }
+        calib = eval_loader(
+            self.splits.train, self.recipe, calibration_indices(self.splits.train, self.recipe, self.seed)
+        )
         search = eval_loader(self.splits.search, self.recipe)
         for suffix, net in self.eval_nets():
             for name, arch in (("largest", self.space.largest()), ("smallest", self.space.smallest())):
-                result[f"{name}_top1{suffix}"] = subnet_accuracy(net, arch, calib, search, self.device,
-                                                                 self.recipe.amp)
-        if self.gumbel:
-            result["importance"] = self.net.importance().to_dict()
-        return result
+                result[f"{name}_top1{suffix}"] = subnet_accuracy(net, arch, calib, search, self.device, self.recipe.amp)
+        return {**result, **self.strategy.result()}
 
 
-def train_supernet(space: SearchSpace, recipe: Recipe, data: str | None, run: str | Path, seed: int = 0,
-                   resume: bool = False, progress: bool = True, max_steps: int | None = None,
-                   init: str | None = None) -> dict[str, Any]:
+def train_supernet(
+    space: SearchSpace,
+    recipe: Recipe,
+    data: str | None,
+    run: str | Path,
+    seed: int = 0,
+    resume: bool = False,
+    progress: bool = True,
+    max_steps: int | None = None,
+    init: str | None = None,
+) -> dict[str, Any]:
     """Train the supernet of ``space`` (``init``: released weights of its largest network to start from)."""
     return SupernetTrainer(space, recipe, data, run, seed, resume, progress, max_steps, init).train()

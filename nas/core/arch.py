@@ -15,11 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nas.errors import NasError
-from nas.typed_yaml import dump_yaml, from_mapping, read_yaml, write_text_atomic
-
-#: Families the engine knows; each has a module in ``supernets/``.
-FAMILIES = ("efficientformer", "efficientformerv2", "swiftformer")
+from nas.core.errors import NasError
+from nas.core.typed_yaml import dump_yaml, from_mapping, read_yaml, write_text_atomic
 
 #: EfficientFormer's per-position choices (§4.2, eq. 7): 4D pooling block, 3D attention block, identity.
 BLOCK_TYPES = ("mb4d", "mb3d", "skip")
@@ -36,7 +33,8 @@ class ArchConfig:
         attention: per stage, how many of the stage's last blocks carry attention
             (EfficientFormerV2's MHSA blocks).
         hidden_widths: per stage, the FFN hidden width of every block, in block order.
-        block_types: EfficientFormer only: per stage, the choice at every supernet position
+        block_types: families with per-position block choice only (EfficientFormer): per stage,
+            the choice at every supernet position
             (``mb4d``, ``mb3d`` or ``skip``); ``depths`` and ``attention`` count its kept and
             ``mb3d`` entries.
     """
@@ -49,8 +47,10 @@ class ArchConfig:
     block_types: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise NasError(f"family: unknown family {self.family!r}; known families: {', '.join(FAMILIES)}")
+        # Whether the family exists is the registry's to say (supernets.get_family): the core
+        # knows no family by name.
+        if not isinstance(self.family, str) or not self.family.isidentifier():
+            raise NasError(f"family: give a family name (a word such as efficientformerv2), got {self.family!r}")
         # Accept lists from Python callers; store tuples so the config stays hashable.
         object.__setattr__(self, "depths", tuple(int(d) for d in self.depths))
         object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
@@ -69,22 +69,28 @@ class ArchConfig:
                 if len(hidden) != depth:
                     raise NasError(
                         f"hidden_widths[{s}] (stage {s + 1}): {len(hidden)} entries for depth {depth}; "
-                        "give one hidden width per block")
+                        "give one hidden width per block"
+                    )
         if self.block_types:
             if len(self.block_types) != n:
                 raise NasError(f"block_types: {len(self.block_types)} stages, expected {n}")
             for s, types in enumerate(self.block_types):
                 bad = [b for b in types if b not in BLOCK_TYPES]
                 if bad:
-                    raise NasError(f"block_types[{s}] (stage {s + 1}): unknown block type {bad[0]!r}; "
-                                   f"allowed: {', '.join(BLOCK_TYPES)}")
+                    raise NasError(
+                        f"block_types[{s}] (stage {s + 1}): unknown block type {bad[0]!r}; "
+                        f"allowed: {', '.join(BLOCK_TYPES)}"
+                    )
                 kept = sum(b != "skip" for b in types)
                 if kept != self.depths[s]:
-                    raise NasError(f"block_types[{s}] (stage {s + 1}) keeps {kept} blocks but depths[{s}] is "
-                                   f"{self.depths[s]}")
+                    raise NasError(
+                        f"block_types[{s}] (stage {s + 1}) keeps {kept} blocks but depths[{s}] is {self.depths[s]}"
+                    )
                 if self.attention and types.count("mb3d") != self.attention[s]:
-                    raise NasError(f"block_types[{s}] (stage {s + 1}) has {types.count('mb3d')} mb3d blocks but "
-                                   f"attention[{s}] is {self.attention[s]}")
+                    raise NasError(
+                        f"block_types[{s}] (stage {s + 1}) has {types.count('mb3d')} mb3d blocks but "
+                        f"attention[{s}] is {self.attention[s]}"
+                    )
 
     # --- serialisation -------------------------------------------------------------------------
 

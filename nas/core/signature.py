@@ -28,8 +28,10 @@ class BlockSignature:
 
     def key(self) -> str:
         """A compact text key, e.g. ``mhsa_ffn:c96-96:h384:r14x14:s2``."""
-        return (f"{self.kind}:c{self.c_in}-{self.c_out}:h{self.hidden}:"
-                f"r{self.resolution[0]}x{self.resolution[1]}:s{self.stride}")
+        return (
+            f"{self.kind}:c{self.c_in}-{self.c_out}:h{self.hidden}:"
+            f"r{self.resolution[0]}x{self.resolution[1]}:s{self.stride}"
+        )
 
     @classmethod
     def from_key(cls, key: str) -> "BlockSignature":

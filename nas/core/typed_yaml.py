@@ -3,7 +3,7 @@
 Every config in the project (spaces, architectures, recipes, run configs in :mod:`nas.runconfig`)
 goes through :func:`read_yaml` and :func:`from_mapping`, so a malformed file, an unknown key, a
 value of the wrong type or out of its range (:func:`setting`) always gives one
-:class:`~nas.errors.NasError` line naming the file and the field.
+:class:`~nas.core.errors.NasError` line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -14,20 +14,28 @@ import os
 import tempfile
 import types
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
-from nas.errors import NasError
-
+from nas.core.errors import NasError
 
 #: ``setting(REQUIRED, ...)``: a field with rules but no default.
 REQUIRED = dataclasses.MISSING
 
 
-def setting(default: Any, *, low: float | None = None, high: float | None = None, low_open: bool = False,
-            high_open: bool = False, choices: tuple | None = None, free: bool = False) -> Any:
+def setting(
+    default: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: tuple | None = None,
+    free: bool = False,
+) -> Any:
     """A dataclass field with its valid values, checked by :func:`from_mapping` and
     :func:`check_settings`: a range (``low``/``high``, inclusive unless ``*_open``) or ``choices``.
     ``free`` marks a setting that does not change a run's result (threads, logging, caching), so a
@@ -105,16 +113,20 @@ def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
+    """Write ``text`` (UTF-8) atomically: see :func:`write_bytes_atomic`."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
-    A reader never sees a half-written file, and a crash leaves the old file (or none).
-    """
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``: the one
+    atomic writer of the project. A reader never sees a half-written file, and a crash leaves the
+    old file (or none)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -208,8 +220,10 @@ def convert(value: Any, tp: Any, where: str) -> Any:
 def from_mapping(cls: type, data: Any, where: str) -> Any:
     """Build the frozen dataclass ``cls`` from a mapping, rejecting unknown and missing keys."""
     if not isinstance(data, Mapping):
-        raise NasError(f"{where}: expected a mapping with keys {', '.join(f.name for f in dataclasses.fields(cls))}; "
-                       f"got {type(data).__name__}")
+        raise NasError(
+            f"{where}: expected a mapping with keys {', '.join(f.name for f in dataclasses.fields(cls))}; "
+            f"got {type(data).__name__}"
+        )
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [k for k in data if k not in fields]
     if unknown:

@@ -1,0 +1,94 @@
+"""The interface every model family implements (one module of ``supernets`` per family).
+
+A family is an object, registered by name with :func:`supernets.register_family`, that knows
+its search-space rules, its elastic supernet and static networks, how a network splits into
+priced blocks, and how its supernet is trained. Nothing outside ``supernets/`` names a family;
+the engine (``nas``) only calls these methods.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # for annotations only: the core never imports torch
+    import torch.nn as nn
+
+    from nas.core.arch import ArchConfig
+    from nas.core.signature import BlockSignature
+    from nas.core.space import Action, SearchSpace
+
+ActionsFn = Callable[["ArchConfig"], Iterable[tuple["Action", "ArchConfig"]]]
+
+
+@dataclass(frozen=True)
+class SpaceRules:
+    """What a family's spaces may contain (checked when a space file is read)."""
+
+    attention_stages: tuple[int, ...]  # 0-based stages that may hold attention blocks
+    fixed_attention: int | None = None  # every stage has exactly this many (SwiftFormer: its one encoder)
+    block_choice: bool = False  # per-position block choice with identity (EfficientFormer)
+    num_stages: int = 4
+
+
+class Family(ABC):
+    """A model family: space rules, supernet, static networks, priced blocks, training strategy.
+
+    Subclasses set the class attributes and implement the abstract methods; the defaults of the
+    others fit a plain four-stage convolutional network.
+    """
+
+    #: The name in space files, architectures and ``nas train-supernet FAMILY``.
+    name: ClassVar[str]
+    #: What its spaces may contain.
+    rules: ClassVar[SpaceRules]
+    #: How its supernet is trained: ``"sandwich"`` (EfficientFormerV2 §4.2.2) or ``"gumbel"``
+    #: (EfficientFormer §4.2); see :mod:`nas.train.supernet`.
+    training: ClassVar[str] = "sandwich"
+    #: What its attention blocks are called in listings (``nas space``, ``nas profile``).
+    attention_label: ClassVar[str] = "attention blocks"
+
+    @abstractmethod
+    def build_supernet(
+        self, space: SearchSpace, img_size: Any = 224, num_classes: int = 1000, **kwargs: Any
+    ) -> nn.Module:
+        """The weight-sharing supernet of ``space``; ``net(x, arch)`` runs a sub-network."""
+
+    @abstractmethod
+    def build_static(
+        self, arch: ArchConfig, img_size: Any = 224, num_classes: int = 1000, in_chans: int = 3, **kwargs: Any
+    ) -> nn.Module:
+        """A freshly initialised static network of ``arch`` (a timm model where timm can express it)."""
+
+    @abstractmethod
+    def extract(self, net: nn.Module, arch: ArchConfig) -> nn.Module:
+        """The static network of ``arch`` carrying ``net``'s weights; ``net`` is not changed."""
+
+    @abstractmethod
+    def block_signatures(
+        self, arch: ArchConfig, img_size: Any = 224, num_classes: int = 1000, in_chans: int = 3
+    ) -> list[BlockSignature]:
+        """The priced blocks of ``arch``, in order; their costs add up to the network's."""
+
+    @abstractmethod
+    def build_block(self, sig: BlockSignature, device: Any = None, dtype: Any = None) -> nn.Module:
+        """One block as a module, to count, time or export on its own."""
+
+    @abstractmethod
+    def reachable_signatures(
+        self, space: SearchSpace, img_size: Any = 224, num_classes: int = 1000, in_chans: int = 3
+    ) -> set[BlockSignature]:
+        """Every block signature some sub-network of ``space`` contains (a latency table's rows)."""
+
+    def input_shape(self, sig: BlockSignature) -> tuple[int, ...]:
+        """The input tensor shape of block ``sig`` (batch 1): a feature map by default."""
+        return (1, sig.c_in, *sig.resolution)
+
+    def greedy_actions(
+        self, space: SearchSpace, checkpoint: dict[str, Any], objective: str
+    ) -> tuple[ActionsFn, str] | None:
+        """The moves of greedy slimming when they are not every shrink of the space (None), with a
+        one-line note for the run's config; ``checkpoint`` is the supernet's (metadata only)."""
+        return None

@@ -1,0 +1,79 @@
+"""The package layering the design relies on (docs/adding-a-family.md): ``supernets`` imports only
+``nas.core`` from the engine, ``nas.core`` imports nothing else of the project, nothing outside
+``supernets/`` names a family, and no project import hides inside a function to dodge a cycle."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports(path: Path):
+    """(module imported, inside a function?) for every project import of ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside |= {id(n) for n in ast.walk(node) if n is not node}
+    for node in ast.walk(tree):
+        names = (
+            [node.module]
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        for name in names:
+            if name.split(".")[0] in ("nas", "supernets"):
+                yield name, id(node) in inside
+
+
+def test_supernets_import_only_the_core_and_the_core_imports_nothing_else():
+    for path in (ROOT / "supernets").glob("*.py"):
+        bad = [m for m, _ in _imports(path) if m.startswith("nas") and not m.startswith("nas.core")]
+        assert not bad, f"{path.name} imports {bad}"
+    for path in (ROOT / "nas" / "core").glob("*.py"):
+        bad = [m for m, _ in _imports(path) if not m.startswith("nas.core")]
+        assert not bad, f"nas/core/{path.name} imports {bad}"
+
+
+def test_no_project_import_inside_a_function_outside_the_cli():
+    # The CLI imports the library when a subcommand runs, so `nas --help` stays light; nothing else may.
+    for path in [*(ROOT / "nas").rglob("*.py"), *(ROOT / "supernets").glob("*.py")]:
+        if "cli" in path.relative_to(ROOT).parts:
+            continue
+        hidden = [m for m, inside in _imports(path) if inside]
+        assert not hidden, f"{path.relative_to(ROOT)} imports {hidden} inside a function"
+
+
+def test_no_family_is_named_outside_supernets():
+    for path in (ROOT / "nas").rglob("*.py"):
+        code = "\n".join(
+            line.split("#")[0]
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if not line.lstrip().startswith(('"', "'"))
+        )
+        strings = [
+            n.value
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and n.value in ("efficientformer", "efficientformerv2", "swiftformer")
+        ]
+        assert not strings, f"{path.relative_to(ROOT)} compares against family names {strings}"
+        assert "FAMILY_RULES" not in code and "self.gumbel" not in code, path
+
+
+def test_importing_supernets_first_or_the_engine_first_both_work():
+    for first in ("supernets", "nas.latency.table", "nas.core.arch"):
+        proc = subprocess.run(
+            [sys.executable, "-c", f"import {first}; import supernets; print(','.join(supernets.family_names()))"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.strip() == "efficientformer,efficientformerv2,swiftformer"
