@@ -46,8 +46,8 @@ from nas.search.pool import EvaluatorPool
 from nas.search.sample import sample_within_budget
 from nas.space import load_space
 from nas.stats import bootstrap_margins, mean_std, pooled_std
-from nas.train.common import finished_or_run
 from nas.train.fixed import train_fixed
+from nas.train.runfolder import finished_or_run
 
 log = logging.getLogger(__name__)
 

@@ -146,6 +146,7 @@ def _subset(source: ImageSource, indices: np.ndarray, name: str) -> ImageSource:
 @dataclass
 class Splits:
     """Train, search and validation images of a run (:func:`load_splits`)."""
+
     train: ImageSource
     search: ImageSource
     val: ImageSource

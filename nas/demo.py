@@ -35,7 +35,7 @@ from nas.search.greedy import reachable_range
 from nas.search.objective import Objective, cost_function
 from nas.search.run import SearchRequest, search
 from nas.space import load_space
-from nas.train.common import finished_or_run
+from nas.train.runfolder import finished_or_run
 from nas.train.supernet import train_supernet
 
 log = logging.getLogger(__name__)

@@ -40,6 +40,7 @@ def mes(params: float, latency_ms: float) -> float:
 @dataclass(frozen=True)
 class BlockCost:
     """Parameters and MACs of one block."""
+
     params: int
     macs: int
 

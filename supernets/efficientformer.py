@@ -99,6 +99,7 @@ class ElasticStem4(Elastic, Stem4):
 class ElasticDownsample(Elastic, Downsample):
     """Elastic version of timm's EfficientFormer ``Downsample``: strided conv and BN; ``out_channels``
     selects the first filters."""
+
     elastic_children = {"conv": ElasticConv2d, "norm": ElasticBatchNorm2d}
 
     def forward(self, x: torch.Tensor, out_channels: int) -> torch.Tensor:
@@ -108,6 +109,7 @@ class ElasticDownsample(Elastic, Downsample):
 class ElasticConvMlp(Elastic, ConvMlpWithNorm):
     """Elastic version of timm's ``ConvMlpWithNorm``: 1x1 conv-BN to ``hidden``, activation, 1x1 conv-BN
     back to the input width."""
+
     elastic_children = {
         "fc1": ElasticConv2d,
         "norm1": ElasticBatchNorm2d,
@@ -156,6 +158,7 @@ class ElasticAttention(Elastic, Attention):
 class ElasticMlp(Elastic, Mlp):
     """Elastic version of timm's ``Mlp`` on tokens: linear to ``hidden``, activation, linear back to the
     input width."""
+
     elastic_children = {"fc1": ElasticLinear, "fc2": ElasticLinear}
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:

@@ -82,6 +82,7 @@ def _norm_layer():
 
 class ElasticConvNorm(Elastic, ConvNorm):
     """Elastic version of timm's ``ConvNorm``: conv and BN; ``out_channels`` selects the first filters."""
+
     elastic_children = {"conv": ElasticConv2d, "bn": ElasticBatchNorm2d}
 
     def forward(self, x: torch.Tensor, out_channels: int | None = None) -> torch.Tensor:
@@ -91,6 +92,7 @@ class ElasticConvNorm(Elastic, ConvNorm):
 class ElasticConvNormAct(Elastic, ConvNormAct):
     """Elastic version of timm's ``ConvNormAct``: conv, BN and activation; ``out_channels`` selects the
     first filters."""
+
     elastic_children = {"conv": ElasticConv2d, "bn": ElasticBatchNormAct2d}
 
     def forward(self, x: torch.Tensor, out_channels: int | None = None) -> torch.Tensor:
@@ -174,6 +176,7 @@ class ElasticLocalGlobalQuery(Elastic, LocalGlobalQuery):
 class ElasticAttention2dDownsample(Elastic, Attention2dDownsample):
     """Elastic version of timm's ``Attention2dDownsample``: attention with a dual-path strided query
     (§3.5), projected to ``out_channels``."""
+
     elastic_children = {
         "q": ElasticLocalGlobalQuery,
         "k": ElasticConvNorm,
@@ -240,6 +243,7 @@ class ElasticStem4(Elastic, Stem4):
 class ElasticStage(Elastic, EfficientFormerV2Stage):
     """Elastic version of timm's ``EfficientFormerV2Stage``: downsampling to ``width``, then a block per
     entry of ``hidden_widths``, the last ``attention`` of them with MHSA (slots by :func:`block_slots`)."""
+
     elastic_children = {"downsample": ElasticDownsample}
 
     @classmethod
@@ -264,13 +268,14 @@ class ElasticStage(Elastic, EfficientFormerV2Stage):
 
 
 class EfficientFormerV2Supernet(SupernetBase):
-    family = FAMILY
     """Weight-sharing supernet of an EfficientFormerV2 space.
 
     ``net(x, arch)`` runs the sub-network ``arch`` (the largest when ``arch`` is None). Parameter
     names are timm's: the largest sub-network's weights are a timm ``EfficientFormerV2`` state dict
     when the space's largest network is a timm model (e.g. space ``efficientformerv2-l``).
     """
+
+    family = FAMILY
 
     def __init__(
         self,

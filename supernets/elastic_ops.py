@@ -96,12 +96,14 @@ def _batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: torch.Tensor) -> torch.T
 
 class ElasticBatchNorm2d(Elastic, nn.BatchNorm2d):
     """BatchNorm2d over the first ``x.shape[1]`` channels."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _batch_norm(self, x)
 
 
 class ElasticBatchNormAct2d(Elastic, BatchNormAct2d):
     """timm's ``BatchNormAct2d`` over the first ``x.shape[1]`` channels: BN, dropout, activation."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.act(self.drop(_batch_norm(self, x)))
 
@@ -132,6 +134,7 @@ class ElasticLayerScale(Elastic, LayerScale):
 
 class ElasticLayerScale2d(Elastic, LayerScale2d):
     """Per-channel residual scale for NCHW maps, over the first ``x.shape[1]`` channels."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gamma = leading(self.gamma, x.shape[1]).view(1, -1, 1, 1)
         return x.mul_(gamma) if self.inplace else x * gamma

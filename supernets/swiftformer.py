@@ -77,6 +77,7 @@ class ElasticStem(Elastic, nn.Sequential):
 
 class ElasticEmbedding(Elastic, Embedding):
     """Elastic version of timm's SwiftFormer ``Embedding``: strided conv and BN to ``out_channels``."""
+
     elastic_children = {"proj": ElasticConv2d, "norm": ElasticBatchNorm2d}
 
     def forward(self, x: torch.Tensor, out_channels: int) -> torch.Tensor:
@@ -104,6 +105,7 @@ class ElasticConvEncoder(Elastic, ConvEncoder):
 class ElasticLocalRepresentation(Elastic, LocalRepresentation):
     """Elastic version of timm's ``LocalRepresentation``: depthwise 3x3, BN, 1x1, GELU, 1x1 at the input
     width, layer scale, residual."""
+
     elastic_children = {
         "dwconv": ElasticConv2d,
         "norm": ElasticBatchNorm2d,
@@ -145,6 +147,7 @@ class ElasticAdditiveAttention(Elastic, EfficientAdditiveAttention):
 class ElasticSwiftMlp(Elastic, Mlp):
     """Elastic version of timm's SwiftFormer ``Mlp``: BN, 1x1 conv to ``hidden``, activation, 1x1 conv
     back to the input width."""
+
     elastic_children = {"norm1": ElasticBatchNorm2d, "fc1": ElasticConv2d, "fc2": ElasticConv2d}
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -173,6 +176,7 @@ class ElasticSwiftBlock(Elastic, Block):
 class ElasticStage(Elastic, Stage):
     """Elastic version of timm's SwiftFormer ``Stage``: downsampling to ``width``, then a block per entry
     of ``hidden_widths``: conv encoders and the closing SwiftFormer encoder."""
+
     elastic_children = {"downsample": ElasticEmbedding}
 
     @classmethod
@@ -376,6 +380,7 @@ def block_signatures(
 ) -> list[BlockSignature]:
     """The blocks of ``arch`` in forward order (stem, per stage the embedding, conv encoders and the
     closing SwiftFormer encoder, head)."""
+
     def stage_blocks(s, res):
         width, last = arch.widths[s], arch.depths[s] - 1
         for b, hidden in enumerate(arch.hidden_widths[s]):

@@ -56,7 +56,7 @@ def _kill_and_resume(
 
 
 def _without_times(result: dict) -> dict:
-    return {k: v for k, v in result.items() if "seconds" not in k}
+    return {k: v for k, v in result.items() if k != "provenance"}
 
 
 def _accuracies(path: Path) -> dict:

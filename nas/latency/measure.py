@@ -119,6 +119,7 @@ def measure_network(timer: Timer, arch: ArchConfig, img_size: int, num_classes: 
 @dataclass(frozen=True)
 class CheckRow:
     """One network of a table check: the table's sum against its measured end-to-end latency (ms)."""
+
     name: str
     digest: str
     table_ms: float

@@ -85,6 +85,7 @@ _REDUCE = {
 @dataclass(frozen=True)
 class OpCost:
     """One dispatched operator: its kind (one of ``OP_KINDS``), multiply-accumulates and elements touched."""
+
     kind: str
     macs: int
     elems: int

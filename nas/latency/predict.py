@@ -157,6 +157,7 @@ def _select(designs: dict, y: np.ndarray, keep: np.ndarray) -> tuple[str, float]
 class CostModel:
     """A cost model fitted for one ``device``: grouping, ratio ``r``, weights per group and intercept,
     with its leave-one-model-out errors."""
+
     device: str
     grouping: str
     ratio: float

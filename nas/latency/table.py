@@ -57,6 +57,7 @@ def today() -> str:
 class TableHeader:
     """What a latency table prices (device, space, input size) and how: source, runtime, dtype, batch,
     its error and the method its entries were derived by."""
+
     device: str
     space: str
     family: str

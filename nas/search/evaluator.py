@@ -82,6 +82,7 @@ class EvalSpec:
 class SubnetEvaluator:
     """Top-1 of sub-networks on the search split with ``spec``'s supernet weights, BatchNorm
     recalibrated per sub-network; cached in memory by digest."""
+
     def __init__(self, spec: EvalSpec, device: str = "cpu"):
 
         self.spec = spec

@@ -31,6 +31,7 @@ class Cost:
 class Objective:
     """A search target: ``name`` (``mes``, ``latency`` or ``params``) and the MES to reach, or the ms or
     parameters to get under."""
+
     name: str
     target: float
 

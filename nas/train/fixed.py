@@ -27,6 +27,7 @@ from supernets import build_static
 
 class FixedTrainer(Trainer):
     """Trains one fixed architecture from scratch (``nas train``) on the shared training loop."""
+
     command = "train"
     compilable = True
 

@@ -38,14 +38,9 @@ from nas.provenance import RunClock
 from nas.recipe import Recipe
 from nas.runconfig import FixedRunConfig, as_dict
 from nas.tboard import Curves
-from nas.train.common import (
-    DistEnv,
-    RunFolder,
-    classification_loss,
-    load_teacher,
-    param_groups,
-    seed_everything,
-)
+from nas.train.distributed import DistEnv, seed_everything
+from nas.train.losses import classification_loss, load_teacher, param_groups
+from nas.train.runfolder import RunFolder
 
 log = logging.getLogger(__name__)
 
