@@ -77,3 +77,55 @@ def test_importing_supernets_first_or_the_engine_first_both_work():
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stdout.strip() == "efficientformer,efficientformerv2,swiftformer"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Project module -> project modules it imports at run time (``if TYPE_CHECKING:`` left out)."""
+    modules = {}
+    for path in [*(ROOT / "nas").rglob("*.py"), *(ROOT / "supernets").glob("*.py")]:
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped |= {id(n) for n in ast.walk(node)}
+        deps = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [resolve(f"{node.module}.{a.name}") for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [resolve(a.name) for a in node.names]
+            else:
+                continue
+            deps |= {t for t in targets if t and t != name}
+        graph[name] = deps
+    return graph
+
+
+def test_no_import_cycles_between_project_modules():
+    graph = _module_graph()
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(dep) :] + [module, dep]))
+            if dep not in state:
+                visit(dep, path + [module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
