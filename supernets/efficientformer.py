@@ -634,8 +634,7 @@ class EfficientFormerFamily(Family):
     training = "gumbel"
     attention_label = "MB3D blocks"
 
-    def build_supernet(self, space, img_size=224, num_classes=1000, **kwargs):
-        return EfficientFormerSupernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+    supernet_class = EfficientFormerSupernet
 
     build_static = staticmethod(build_static)
     extract = staticmethod(extract)

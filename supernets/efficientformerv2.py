@@ -552,8 +552,7 @@ class EfficientFormerV2Family(Family):
     rules = SpaceRules(attention_stages=(2, 3))
     attention_label = "MHSA blocks"
 
-    def build_supernet(self, space, img_size=224, num_classes=1000, **kwargs):
-        return EfficientFormerV2Supernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+    supernet_class = EfficientFormerV2Supernet
 
     build_static = staticmethod(build_static)
     extract = staticmethod(extract)

@@ -428,8 +428,7 @@ class SwiftFormerFamily(Family):
     rules = SpaceRules(attention_stages=(0, 1, 2, 3), fixed_attention=1)
     attention_label = "SwiftFormer encoders"
 
-    def build_supernet(self, space, img_size=224, num_classes=1000, **kwargs):
-        return SwiftFormerSupernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+    supernet_class = SwiftFormerSupernet
 
     build_static = staticmethod(build_static)
     extract = staticmethod(extract)

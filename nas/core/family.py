@@ -50,11 +50,17 @@ class Family(ABC):
     #: What its attention blocks are called in listings (``nas space``, ``nas profile``).
     attention_label: ClassVar[str] = "attention blocks"
 
-    @abstractmethod
+    #: The supernet class, built as ``supernet_class(space, img_size=, num_classes=, **kwargs)`` by
+    #: the default :meth:`build_supernet`.
+    supernet_class: ClassVar[type | None] = None
+
     def build_supernet(
         self, space: SearchSpace, img_size: Any = 224, num_classes: int = 1000, **kwargs: Any
     ) -> nn.Module:
         """The weight-sharing supernet of ``space``; ``net(x, arch)`` runs a sub-network."""
+        if self.supernet_class is None:
+            raise NotImplementedError(f"family {self.name}: set supernet_class or override build_supernet")
+        return self.supernet_class(space, img_size=img_size, num_classes=num_classes, **kwargs)
 
     @abstractmethod
     def build_static(
