@@ -320,6 +320,20 @@ def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None =
     return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, num_workers=recipe.loader_workers)
 
 
+def preload(loader: DataLoader, max_mb: int) -> DataLoader | list[tuple[torch.Tensor, torch.Tensor]]:
+    """The batches of an unshuffled evaluation ``loader``, transformed once and kept in memory when
+    they fit in ``max_mb`` (else ``loader`` itself). A search evaluates hundreds of sub-networks on
+    the same calibration and search images; held as tensors, each evaluation costs its forward
+    passes only, not decoding and resizing the same images again."""
+    dataset = loader.dataset
+    if len(dataset) == 0:
+        return loader
+    first = dataset[0][0]
+    if len(dataset) * first.numel() * first.element_size() > max_mb * 2**20:
+        return loader
+    return [(images, labels) for images, labels in loader]
+
+
 def calibration_indices(source: ImageSource, recipe: Recipe, seed: int) -> list[int]:
     """A fixed, seeded set of training images for BatchNorm recalibration."""
     n = min(len(source), recipe.bn_calib_batches * recipe.eval_batch_size)

@@ -8,11 +8,11 @@ slimmable networks) before scoring the held-out split.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 import torch
 import torch.nn as nn
 from torch.optim.swa_utils import update_bn
-from torch.utils.data import DataLoader
 
 from nas.core.arch import ArchConfig
 from supernets import extract
@@ -26,7 +26,7 @@ def autocast_for(amp: str, device: torch.device | str):
 
 
 @torch.no_grad()
-def top1(model: nn.Module, loader: DataLoader, device="cpu", amp: str = "none") -> float:
+def top1(model: nn.Module, loader: Iterable, device="cpu", amp: str = "none") -> float:
     """Top-1 accuracy of ``model`` on ``loader`` (under ``amp`` autocast: bf16 or fp16)."""
     model.eval()
     correct = total = 0
@@ -41,8 +41,8 @@ def top1(model: nn.Module, loader: DataLoader, device="cpu", amp: str = "none") 
 def subnet_accuracy(
     supernet: nn.Module,
     arch: ArchConfig,
-    calib_loader: DataLoader,
-    eval_loader: DataLoader,
+    calib_loader: Iterable,
+    eval_loader: Iterable,
     device="cpu",
     amp: str = "none",
 ) -> float:

@@ -162,6 +162,7 @@ def trajectory_section(run: Path) -> str:
         [
             number(s["step"], "d", key="step"),
             text_cell(s["action"]),
+            text_cell(f"{s.get('evaluated', s['candidates'])} / {s['candidates']}"),
             number(s["accuracy"], ".2f", 100, key="accuracy"),
             number(s["params"] / 1e6, ".3f", key="params_m"),
             number(s.get("latency_ms"), ".3f", key="latency_ms"),
@@ -170,7 +171,17 @@ def trajectory_section(run: Path) -> str:
         ]
         for s in steps
     ]
-    out.append(table(["step", "action", "top-1 (%)", "params (M)", "latency (ms)", "MES", "latency source"], rows))
+    header = [
+        "step",
+        "action",
+        "evaluated / shrinks",
+        "top-1 (%)",
+        "params (M)",
+        "latency (ms)",
+        "MES",
+        "latency source",
+    ]
+    out.append(table(header, rows))
     if (run / "trajectory.png").exists():
         out.append(png_file(run / "trajectory.png"))
     front = read_yaml(run / "pareto.yaml", "Pareto front") if (run / "pareto.yaml").exists() else None

@@ -82,6 +82,8 @@ class SearchRunConfig:
     actions: str | None = setting(None, free=True)
     storage: str | None = None  # optuna: the study's database (None: optuna.db in the run folder)
     study_name: str | None = None
+    evaluate_top: int = 0  # greedy: shrinks evaluated per step after the warm-up (0: every one)
+    explore: int = 0  # greedy: further shrinks of the least recently evaluated kinds
 
 
 @dataclass(frozen=True)

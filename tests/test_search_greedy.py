@@ -171,3 +171,68 @@ def test_efficientformer_latency_slimming_uses_importance():
     assert skipped.block_types[2] == ("mb4d", "skip", "mb3d")
     assert actions[1][1].block_types[2] == ("mb4d", "mb4d", "mb4d")
     assert actions[2][1].widths[2] == arch.widths[2] - 16
+
+
+def _main_space_search(screen, state=None, on_step=None, target=150):
+    from nas.search.screen import ScreenConfig
+
+    space = load_space("efficientformerv2")
+    cost = cost_function(LatencyTable.load("iphone12", space))
+    evaluated = []
+
+    def accuracy(archs):  # a stand-in with a smooth response to depth, width and FFN width
+        evaluated.extend(archs)
+        return [
+            sum(a.depths) / 40 + sum(a.widths) / 2000 + sum(map(sum, a.hidden_widths)) / 40_000 - 0.002 * a.depths[0]
+            for a in archs
+        ]
+
+    s1 = space.named("efficientformerv2_s1")
+    result = greedy_slim(
+        space,
+        accuracy,
+        cost,
+        Objective("mes", target),
+        start=s1,
+        state=state,
+        on_step=on_step,
+        screen=ScreenConfig(**screen) if screen is not None else None,
+    )
+    return result, evaluated
+
+
+def test_screened_greedy_follows_the_full_path_with_a_fraction_of_the_evaluations():
+    full, full_evaluated = _main_space_search(None)
+    fast, fast_evaluated = _main_space_search({"keep": 3, "explore": 1})
+    assert [s.arch for s in fast.steps] == [s.arch for s in full.steps] and len(full.steps) >= 4
+    assert len(full_evaluated) == 1 + sum(s.candidates for s in full.steps)
+    # Step 1 evaluates every shrink (the warm-up), later steps keep + explore of them.
+    assert [s.evaluated for s in fast.steps] == [fast.steps[0].candidates] + [4] * (len(fast.steps) - 1)
+    assert len(fast_evaluated) == 1 + sum(s.evaluated for s in fast.steps) < len(full_evaluated) / 2
+    # Each screened step records every candidate: predicted (after the warm-up) and, if evaluated, measured.
+    later = fast.steps[1].screen
+    assert len(later) == fast.steps[1].candidates and all(r["predicted"] is not None for r in later)
+    assert sum(r["accuracy"] is not None for r in later) == 4 == sum("arch" in r for r in later)
+    assert all(r["predicted"] is None and r["accuracy"] is not None for r in fast.steps[0].screen)
+    # keep=0 is the full search.
+    assert [s.arch for s in _main_space_search({"keep": 0})[0].steps] == [s.arch for s in full.steps]
+
+
+def test_a_resumed_screened_search_predicts_what_the_uninterrupted_one_did():
+    from nas.search.greedy import SearchState
+
+    saved = []
+    fast, _ = _main_space_search({"keep": 2, "explore": 1}, on_step=lambda s: saved.append(list(s.steps)))
+    partial = SearchState(fast.start, fast.start_accuracy, saved[3])  # stopped after step 3
+    resumed, evaluated = _main_space_search({"keep": 2, "explore": 1}, state=partial)
+    assert [s.to_dict() for s in resumed.steps] == [s.to_dict() for s in fast.steps]
+    assert len(evaluated) == sum(s.evaluated for s in fast.steps[3:])
+
+
+def test_screen_config_rejects_nonsense():
+    from nas.search.screen import ScreenConfig
+
+    with pytest.raises(NasError, match="keep and explore must be 0 or more"):
+        ScreenConfig(keep=-1)
+    with pytest.raises(NasError, match="halflife and ridge must be positive"):
+        ScreenConfig(halflife=0)

@@ -42,6 +42,15 @@ def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     assert len(steps) == result["steps"] > 0
     assert {"action", "delta_accuracy", "gain", "accuracy", "params", "latency_ms", "mes"} <= set(steps[0])
     assert steps[0]["latency_source"].startswith("predicted on iphone12")
+    # Screened by default: the first step evaluates every shrink, later ones the predictor's picks;
+    # search.jsonl lists every candidate (predicted, measured), state.json also their architectures.
+    assert steps[0]["evaluated"] == steps[0]["candidates"] and "arch" not in steps[0]["screen"][0]
+    assert result["evaluations"] == 1 + sum(s["evaluated"] for s in steps) <= result["shrinks_considered"]
+    if len(steps) > 1:
+        assert steps[1]["evaluated"] == min(steps[1]["candidates"], 5)
+        assert all(r["predicted"] is not None for r in steps[1]["screen"])
+    saved = json.loads((out / "state.json").read_text())["steps"][0]["screen"]
+    assert all(("arch" in r) == (r["accuracy"] is not None) for r in saved)
     assert ArchConfig.load(out / "arch.yaml").digest == result["digest"]
     assert (out / "trajectory.png").stat().st_size > 0 and "| step |" in (out / "summary.md").read_text()
     assert main(argv) == 2  # the folder holds a search
@@ -149,3 +158,19 @@ def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys)
     assert [r["latency_ms"] for r in front] == sorted(r["latency_ms"] for r in front)
     assert len((out / "trials.jsonl").read_text().splitlines()) == 6
     assert (out / "pareto.yaml").exists() and (out / "pareto.png").stat().st_size > 0
+
+
+def test_evaluator_preloads_its_images_and_scores_as_the_loaders_do(supernet_run):
+    import dataclasses
+
+    from nas.evaluate import subnet_accuracy
+    from nas.search.evaluator import SubnetEvaluator
+
+    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1)
+    evaluator = SubnetEvaluator(spec)
+    assert isinstance(evaluator.search, list) and isinstance(evaluator.calib, list)  # digits fit in memory
+    small = SubnetEvaluator(dataclasses.replace(spec, recipe={**spec.recipe, "cache_max_mb": 0}))
+    assert not isinstance(small.search, list)  # over the budget: the loaders themselves
+    arch = evaluator.space.smallest()
+    assert evaluator.accuracy(arch) == small.accuracy(arch)
+    assert subnet_accuracy(evaluator.net, arch, small.calib, small.search) == evaluator.accuracy(arch)

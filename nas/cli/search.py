@@ -13,6 +13,7 @@ from nas.cli.common import (
     positive_int,
 )
 from nas.search.objective import OBJECTIVES, Objective
+from nas.search.screen import ScreenConfig
 
 
 def add_parser(sub) -> None:
@@ -49,6 +50,21 @@ def add_parser(sub) -> None:
         "(default: sqlite:///RUN/optuna.db)",
     )
     p.add_argument("--study-name", default="nas-search", help="optuna: study name in --storage (default nas-search)")
+    p.add_argument(
+        "--evaluate-top",
+        type=nonneg_int,
+        default=ScreenConfig.keep,
+        help="greedy: after the first step, evaluate only the K shrinks an accuracy predictor fitted on the "
+        f"search's own evaluations ranks best (default {ScreenConfig.keep}); 0 evaluates every shrink "
+        "(EfficientFormerV2 alg. 1 as written)",
+    )
+    p.add_argument(
+        "--explore",
+        type=nonneg_int,
+        default=ScreenConfig.explore,
+        help="greedy: also evaluate this many shrinks of the kinds evaluated least recently "
+        f"(default {ScreenConfig.explore})",
+    )
     p.add_argument("--resume", action="store_true")
     add_common(p)
     p.set_defaults(handler=run)
@@ -72,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             space=args.space,
             bn_calib_batches=args.bn_calib_batches,
             strategy=args.strategy,
+            screen=ScreenConfig(keep=args.evaluate_top, explore=args.explore),
             trials=args.trials,
             storage=args.storage,
             study_name=args.study_name,
@@ -96,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
     mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
     lines = [
-        f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated)",
+        f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated; "
+        f"greedy slimming evaluates {result['shrinks_considered']} on this path)",
         f"arch         {run_dir}/arch.yaml  (digest {result['digest']})",
         f"top-1        {100 * result['accuracy']:.2f}% on the search split "
         f"(largest: {100 * result['start_accuracy']:.2f}%)",

@@ -20,7 +20,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
-from nas.data import calibration_indices, data_fingerprint, eval_loader, load_splits
+from nas.data import calibration_indices, data_fingerprint, eval_loader, load_splits, preload
 from nas.evaluate import subnet_accuracy
 from nas.recipe import recipe_from_saved
 from nas.runconfig import SupernetRunConfig, read_run_config
@@ -94,8 +94,11 @@ class SubnetEvaluator:
         self.net.load_state_dict(state["model"])
         self.net.to(device).eval()
         self.device = device
-        self.calib = eval_loader(splits.train, recipe, calibration_indices(splits.train, recipe, spec.seed))
-        self.search = eval_loader(splits.search, recipe)
+        # Transformed once (when they fit in the recipe's image cache budget): every evaluation uses
+        # the same calibration and search images.
+        calib = eval_loader(splits.train, recipe, calibration_indices(splits.train, recipe, spec.seed))
+        self.calib = preload(calib, recipe.cache_max_mb)
+        self.search = preload(eval_loader(splits.search, recipe), recipe.cache_max_mb)
         self.cache: dict[str, float] = {}
 
     def accuracy(self, arch: ArchConfig) -> float:

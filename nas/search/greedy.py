@@ -5,7 +5,9 @@ At every step every frontier action (a one-step shrink, :meth:`SearchSpace.shrin
 cost side makes progress is evaluated, and the one with the smallest accuracy drop per unit gained
 (MES gained, ms or parameters saved) is taken, until the target is met. The cost side needs no
 evaluation, so actions that cannot help are never evaluated; accuracies of a step are requested
-as one batch, so an evaluator can spread them over workers.
+as one batch, so an evaluator can spread them over workers. With a :class:`ScreenConfig`, an
+accuracy predictor fitted on the search's own evaluations picks the few shrinks worth evaluating
+(:mod:`nas.search.screen`); each step records what was predicted and what was evaluated.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from nas.core.errors import NasError
 from nas.core.family import ActionsFn
 from nas.core.space import SearchSpace
 from nas.search.objective import Cost, Objective
+from nas.search.screen import Observation, ScreenConfig, screen_step
 
 AccuracyFn = Callable[[Sequence[ArchConfig]], list[float]]
 CostFn = Callable[[ArchConfig], Cost]
@@ -34,9 +37,14 @@ class Step:
     cost: Cost
     delta_accuracy: float  # accuracy lost by this step
     gain: float  # progress towards the target (objective units)
-    candidates: int  # actions evaluated at this step
+    candidates: int  # shrinks that move towards the target at this step
+    evaluated: int | None = None  # of them, evaluated (None: all)
+    # Screened steps: per candidate its action, gain, predicted and measured accuracy (None: not
+    # predicted / not evaluated), and the evaluated ones' architectures (what the predictor learns from).
+    screen: tuple[dict, ...] = ()
 
     def to_dict(self) -> dict:
+        extra = {"evaluated": self.evaluated, "screen": list(self.screen)} if self.screen else {}
         return {
             "step": self.index,
             "action": self.action,
@@ -46,6 +54,7 @@ class Step:
             **self.cost.to_dict(),
             "digest": self.arch.digest,
             "candidates": self.candidates,
+            **extra,
             "arch": self.arch.to_dict(),
         }
 
@@ -65,6 +74,19 @@ class SearchState:
     @property
     def current_accuracy(self) -> float:
         return self.steps[-1].accuracy if self.steps else self.start_accuracy
+
+    def observations(self) -> tuple[list[Observation], dict[tuple[str, int], int]]:
+        """Every evaluation recorded by screened steps (the start included), and per (action kind,
+        stage) the last step that evaluated such a shrink."""
+        observations = [Observation(self.start, self.start_accuracy, 0)]
+        recent: dict[tuple[str, int], int] = {}
+        for step in self.steps:
+            for record in step.screen:
+                if record["accuracy"] is not None:
+                    arch = ArchConfig.from_dict(record["arch"])
+                    observations.append(Observation(arch, record["accuracy"], step.index))
+                    recent[record["kind"], record["stage"]] = step.index
+        return observations, recent
 
 
 def reachable_range(space: SearchSpace, cost: CostFn, objective: Objective) -> tuple[float, float]:
@@ -95,8 +117,10 @@ def greedy_slim(
     state: SearchState | None = None,
     on_step: Callable[[SearchState], None] | None = None,
     max_steps: int = 10_000,
+    screen: ScreenConfig | None = None,
 ) -> SearchState:
-    """Slim ``start`` (default: the largest sub-network) until ``objective`` is met."""
+    """Slim ``start`` (default: the largest sub-network) until ``objective`` is met; with ``screen``,
+    evaluate only the shrinks its predictor picks at each step."""
     start = start or space.largest()
     require_reachable(space, cost, objective, start)
     actions = actions or space.shrink_actions
@@ -116,24 +140,55 @@ def greedy_slim(
                 frontier.append((action, new, new_cost, gain))
         if not frontier:
             raise NasError(f"no shrink of {current.short()} moves {objective.name} towards {objective.target:g}")
-        accuracies = accuracy([new for _, new, _, _ in frontier])
+        chosen, predicted = list(range(len(frontier))), [None] * len(frontier)
+        screened = screen is not None and screen.enabled
+        if screened:
+            observations, recent = state.observations()
+            picked = screen_step(
+                space,
+                screen,
+                current,
+                observations,
+                recent,
+                [(action, new, gain) for action, new, _, gain in frontier],
+                len(state.steps) + 1,
+            )
+            chosen, predicted = list(picked.evaluate), list(picked.predicted)
+        measured = dict(zip(chosen, accuracy([frontier[i][1] for i in chosen])))
         # Smallest accuracy drop per unit of gain; among equals (typically no drop at all) the
         # larger step, so a search does not creep towards its target by the smallest moves.
         best = min(
-            range(len(frontier)),
-            key=lambda i: ((state.current_accuracy - accuracies[i]) / frontier[i][3], -frontier[i][3], i),
+            chosen,
+            key=lambda i: ((state.current_accuracy - measured[i]) / frontier[i][3], -frontier[i][3], i),
         )
         action, new, new_cost, gain = frontier[best]
+        records = ()
+        if screened:
+            records = tuple(
+                {
+                    "action": a.describe(),
+                    "kind": a.kind,
+                    "stage": a.stage,
+                    "gain": g,
+                    "predicted": predicted[i],
+                    "accuracy": measured.get(i),
+                    "digest": arch.digest,
+                    **({"arch": arch.to_dict()} if i in measured else {}),
+                }
+                for i, (a, arch, _, g) in enumerate(frontier)
+            )
         state.steps.append(
             Step(
                 len(state.steps) + 1,
                 action.describe(),
                 new,
-                accuracies[best],
+                measured[best],
                 new_cost,
-                state.current_accuracy - accuracies[best],
+                state.current_accuracy - measured[best],
                 gain,
                 len(frontier),
+                len(chosen),
+                records,
             )
         )
         if on_step:

@@ -29,6 +29,7 @@ from nas.search.greedy import SearchState, Step, greedy_slim, require_reachable
 from nas.search.nsga import nsga_search
 from nas.search.objective import Cost, Objective, cost_function
 from nas.search.pool import EvaluatorPool
+from nas.search.screen import ScreenConfig
 from nas.space import load_space, recorded_source
 from nas.tboard import Curves
 from supernets import get_family
@@ -63,6 +64,8 @@ def _state_from_json(path: Path) -> SearchState:
                 s["delta_accuracy"],
                 s["gain"],
                 s["candidates"],
+                s.get("evaluated", s["candidates"]),
+                tuple(s.get("screen", ())),
             )
             for s in data["steps"]
         ]
@@ -84,6 +87,7 @@ class SearchRequest:
     space: str | None = None  # check that the supernet's space is this one
     bn_calib_batches: int | None = None  # override the supernet recipe's
     strategy: str = "greedy"  # greedy (EfficientFormerV2 alg. 1) or optuna (NSGA-II)
+    screen: ScreenConfig = ScreenConfig()  # greedy: which shrinks each step evaluates (keep=0: all)
     trials: int = 64  # optuna: finished trials the study should hold
     storage: str | None = None  # optuna: database URL (default sqlite:///RUN/optuna.db)
     study_name: str = "nas-search"
@@ -152,6 +156,7 @@ def search(request: SearchRequest) -> dict[str, Any]:
                 state,
                 prepared.config,
                 clock,
+                request.screen,
             )
     finally:
         pool.close()
@@ -205,6 +210,8 @@ def _prepare(request: SearchRequest) -> _Prepared:
         actions=actions_note,
         storage=request.storage if optuna else None,
         study_name=request.study_name if optuna else None,
+        evaluate_top=request.screen.keep if greedy else 0,
+        explore=request.screen.explore if greedy and request.screen.enabled else 0,
     )
     return _Prepared(spec, space, cost, actions, config, context)
 
@@ -232,6 +239,7 @@ def _greedy(
     state: SearchState | None,
     config: SearchRunConfig,
     clock: RunClock,
+    screen: ScreenConfig,
 ) -> dict[str, Any]:
     # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
     # logs its last saved point again and hides what the interrupted process logged from there on.
@@ -255,17 +263,13 @@ def _greedy(
         write_text_atomic(
             run / "search.jsonl",
             "".join(
-                json.dumps(
-                    {**{k: v for k, v in s.to_dict().items() if k != "arch"}, "latency_source": config.latency_source}
-                )
-                + "\n"
-                for s in current.steps
+                json.dumps({**_log_record(s), "latency_source": config.latency_source}) + "\n" for s in current.steps
             ),
         )
         log_point(current)
 
     try:
-        state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save)
+        state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save, screen=screen)
     finally:
         curves.close()
     final = state.current
@@ -279,12 +283,23 @@ def _greedy(
         **cost(final).to_dict(),
         "latency_source": config.latency_source,
         "evaluations": len(pool.cache.values),
+        # What the full greedy search (alg. 1 as written) would have evaluated along this path.
+        "shrinks_considered": 1 + sum(s.candidates for s in state.steps),
+        "evaluate_top": config.evaluate_top,
         "provenance": clock.summary(),
     }
     _write_summary(run, state, cost, objective, config)
     _plot(run, state, cost, objective)
     write_json(run / "result.json", result)
     return result
+
+
+def _log_record(step: Step) -> dict:
+    """``step`` for search.jsonl: without architectures (state.json keeps them)."""
+    record = {k: v for k, v in step.to_dict().items() if k != "arch"}
+    if step.screen:
+        record["screen"] = [{k: v for k, v in r.items() if k != "arch"} for r in step.screen]
+    return record
 
 
 def _write_summary(run: Path, state: SearchState, cost, objective: Objective, config: SearchRunConfig) -> None:
@@ -300,20 +315,32 @@ def _write_summary(run: Path, state: SearchState, cost, objective: Objective, co
     ]
     if config.latency_source:
         lines += [f"Latency: {config.latency_source}.", ""]
+    if config.evaluate_top:
+        evaluated = 1 + sum(s.evaluated or s.candidates for s in state.steps)
+        considered = 1 + sum(s.candidates for s in state.steps)
+        lines += [
+            f"Screened: after the first step, the {config.evaluate_top} shrinks an accuracy predictor fitted on "
+            f"this search's evaluations ranked best, plus {config.explore} of the least recently evaluated "
+            f"kind, were evaluated: {evaluated} of the {considered} sub-networks greedy slimming would have "
+            "evaluated on this path.",
+            "",
+        ]
     cells = []
+    evaluated_cells = ["1"] + [f"{s.evaluated or s.candidates} / {s.candidates}" for s in state.steps]
     for i, (action, arch, acc) in enumerate(rows):
         c = cost(arch)
         cells.append(
             [
                 i,
                 action,
+                evaluated_cells[i],
                 f"{100 * acc:.2f}%",
                 f"{c.params / 1e6:.3f}",
                 f"{c.latency_ms:.3f}" if c.latency_ms is not None else "-",
                 f"{c.mes:.1f}" if c.mes is not None else "-",
             ]
         )
-    lines += markdown_table(["step", "action", "top-1", "params (M)", "latency (ms)", "MES"], cells)
+    lines += markdown_table(["step", "action", "evaluated", "top-1", "params (M)", "latency (ms)", "MES"], cells)
     write_text_atomic(run / "summary.md", "\n".join(lines) + "\n")
 
 

@@ -1,0 +1,116 @@
+"""Does the screened greedy search (``nas search``'s default) end where the full greedy search
+(EfficientFormerV2 alg. 1 as written, ``--evaluate-top 0``) ends, and what does it save?
+
+    python benchmarks/fast_search.py --supernet RUN_A --targets 400 500 650 \
+        --supernet RUN_B --targets 650 800 950 [--device iphone12] [--workers 2]
+
+For each supernet run both searches slim the largest sub-network to the highest target, each on a
+fresh pool of Ray workers (no shared cache), timing every step. Both are deterministic and decide
+each step from their own history only, so the search to a lower target is the prefix of that run
+up to the first step that meets it: every target is read off the one run. Prints, per supernet and
+target, the evaluations and wall time of both, their ratio, and whether the fast search ends on the
+same architecture or one within 0.3 points of supernet accuracy that meets the target (issue 16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from nas import load_space
+from nas.checkpoint import load_checkpoint
+from nas.latency import LatencyTable
+from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
+from nas.search.greedy import greedy_slim
+from nas.search.objective import Objective, cost_function
+from nas.search.pool import EvaluatorPool
+from nas.search.screen import ScreenConfig
+
+
+def timed_search(spec, space, cost, objective, screen, workers):
+    pool = EvaluatorPool(spec, workers)
+    marks = []  # (wall seconds, evaluations) after the start and after every step
+    try:
+        start = time.perf_counter()
+        state = greedy_slim(
+            space,
+            pool,
+            cost,
+            objective,
+            screen=screen,
+            on_step=lambda s: marks.append((time.perf_counter() - start, pool.evaluations)),
+        )
+    finally:
+        pool.close()
+    return state, marks
+
+
+def prefix(state, marks, cost, objective):
+    """(arch, accuracy, evaluations, seconds) of the first step that meets ``objective``."""
+    points = [(state.start, state.start_accuracy)] + [(s.arch, s.accuracy) for s in state.steps]
+    for (arch, accuracy), (seconds, evaluations) in zip(points, marks):
+        if objective.met(cost(arch)):
+            return arch, accuracy, evaluations, seconds
+    raise RuntimeError("the run did not reach the target")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--supernet", action="append", required=True, help="supernet run (repeat for several)")
+    parser.add_argument(
+        "--targets", action="append", nargs="+", type=float, required=True, help="MES targets, one list per supernet"
+    )
+    parser.add_argument("--device", default="iphone12")
+    parser.add_argument("--img-size", type=int, default=224)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--bn-calib-batches", type=int)
+    parser.add_argument("--evaluate-top", type=int, default=ScreenConfig.keep)
+    parser.add_argument("--explore", type=int, default=ScreenConfig.explore)
+    args = parser.parse_args()
+    if len(args.targets) != len(args.supernet):
+        parser.error("give one --targets list per --supernet")
+
+    fast_screen = ScreenConfig(keep=args.evaluate_top, explore=args.explore)
+    print(
+        f"# fast (--evaluate-top {fast_screen.keep} --explore {fast_screen.explore}) against full greedy search; "
+        f"MES on {args.device} at {args.img_size} px; {args.workers} Ray workers; accuracy: supernet weights on the "
+        "search split"
+    )
+    header = (
+        f"{'supernet':<28} {'target':>6}  {'full evals':>10} {'full s':>7}  {'fast evals':>10} {'fast s':>7}  "
+        f"{'evals':>5} {'time':>5}  {'full top-1':>10} {'fast top-1':>10}  verdict"
+    )
+    print(header)
+    failures = 0
+    for run, targets in zip(args.supernet, args.targets):
+        spec = EvalSpec.from_run(run, args.bn_calib_batches)
+        space = load_space(spec.space)
+        table = LatencyTable.load(args.device, space, args.img_size)
+        num_classes = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)[
+            "num_classes"
+        ]
+        cost = cost_function(table, args.img_size, num_classes)
+        highest = Objective("mes", max(targets))
+        full = timed_search(spec, space, cost, highest, ScreenConfig(keep=0), args.workers)
+        fast = timed_search(spec, space, cost, highest, fast_screen, args.workers)
+        for target in sorted(targets):
+            objective = Objective("mes", target)
+            f_arch, f_acc, f_evals, f_s = prefix(*full, cost, objective)
+            q_arch, q_acc, q_evals, q_s = prefix(*fast, cost, objective)
+            if q_arch == f_arch:
+                verdict = "same architecture"
+            elif f_acc - q_acc <= 0.003:
+                verdict = f"within 0.3 points ({100 * (q_acc - f_acc):+.2f}), MES {cost(q_arch).mes:.1f}"
+            else:
+                verdict = f"FAIL: {100 * (q_acc - f_acc):+.2f} points"
+                failures += 1
+            print(
+                f"{run[-28:]:<28} {target:>6g}  {f_evals:>10} {f_s:>7.0f}  {q_evals:>10} {q_s:>7.0f}  "
+                f"{q_evals / f_evals:>5.2f} {q_s / f_s:>5.2f}  {100 * f_acc:>9.2f}% {100 * q_acc:>9.2f}%  {verdict}",
+                flush=True,
+            )
+    print(f"# {failures} target(s) where the fast search ends more than 0.3 points below the full search")
+
+
+if __name__ == "__main__":
+    main()
