@@ -38,10 +38,14 @@ class Step:
     delta_accuracy: float  # accuracy lost by this step
     gain: float  # progress towards the target (objective units)
     candidates: int  # shrinks that move towards the target at this step
-    evaluated: int | None = None  # of them, evaluated (None: all)
     # Screened steps: per candidate its action, gain, predicted and measured accuracy (None: not
     # predicted / not evaluated), and the evaluated ones' architectures (what the predictor learns from).
     screen: tuple[dict, ...] = ()
+
+    @property
+    def evaluated(self) -> int:
+        """Candidates evaluated at this step: those a screened step measured, else every one."""
+        return sum(r["accuracy"] is not None for r in self.screen) if self.screen else self.candidates
 
     def to_dict(self) -> dict:
         extra = {"evaluated": self.evaluated, "screen": list(self.screen)} if self.screen else {}
@@ -187,7 +191,6 @@ def greedy_slim(
                 state.current_accuracy - measured[best],
                 gain,
                 len(frontier),
-                len(chosen),
                 records,
             )
         )

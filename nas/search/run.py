@@ -64,7 +64,6 @@ def _state_from_json(path: Path) -> SearchState:
                 s["delta_accuracy"],
                 s["gain"],
                 s["candidates"],
-                s.get("evaluated", s["candidates"]),
                 tuple(s.get("screen", ())),
             )
             for s in data["steps"]
@@ -316,7 +315,7 @@ def _write_summary(run: Path, state: SearchState, cost, objective: Objective, co
     if config.latency_source:
         lines += [f"Latency: {config.latency_source}.", ""]
     if config.evaluate_top:
-        evaluated = 1 + sum(s.evaluated or s.candidates for s in state.steps)
+        evaluated = 1 + sum(s.evaluated for s in state.steps)
         considered = 1 + sum(s.candidates for s in state.steps)
         lines += [
             f"Screened: after the first step, the {config.evaluate_top} shrinks an accuracy predictor fitted on "
@@ -326,7 +325,7 @@ def _write_summary(run: Path, state: SearchState, cost, objective: Objective, co
             "",
         ]
     cells = []
-    evaluated_cells = ["1"] + [f"{s.evaluated or s.candidates} / {s.candidates}" for s in state.steps]
+    evaluated_cells = ["1"] + [f"{s.evaluated} / {s.candidates}" for s in state.steps]
     for i, (action, arch, acc) in enumerate(rows):
         c = cost(arch)
         cells.append(
