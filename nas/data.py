@@ -157,13 +157,18 @@ class Splits:
         return len(self.train.classes)
 
 
-def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bool = True) -> Splits:
+def load_splits(
+    data: str | None, recipe: Recipe, seed: int, hold_out_search: bool = True, decode_all: bool = True
+) -> Splits:
     """Train, search and validation images. The search split is a seeded ``search_fraction`` of the
     training images; without a val/ or test/ folder, validation is the search split.
 
     ``hold_out_search=False`` (training a fixed network from scratch) trains on every training
     image when there is a validation folder to score on; without one, the search split stays held
-    out, since it is then the only place to score."""
+    out, since it is then the only place to score.
+
+    ``decode_all=False`` lists the images without decoding (and caching) every one up front: for
+    readers of a few of them, such as a search's evaluators; a corrupt one fails when it is read."""
     if data is None:
         full = _digits()
         rng = np.random.default_rng(seed)
@@ -183,9 +188,10 @@ def load_splits(data: str | None, recipe: Recipe, seed: int, hold_out_search: bo
         val_name = f"{val_dir.name}/ folder" if val_dir else "the search split (no val/ or test/ folder)"
     if not 0 < recipe.search_fraction < 1:
         raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
-    full.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
-    if data is not None and val is not None:
-        val.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+    if decode_all:
+        full.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+        if data is not None and val is not None:
+            val.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
     order = np.random.default_rng(seed + 1).permutation(len(full))
     n_search = max(1, int(round(recipe.search_fraction * len(full))))
     search = _subset(full, np.sort(order[:n_search]), "search split")
@@ -332,6 +338,26 @@ def preload(loader: DataLoader, max_mb: int) -> DataLoader | list[tuple[torch.Te
     if len(dataset) * first.numel() * first.element_size() > max_mb * 2**20:
         return loader
     return [(images, labels) for images, labels in loader]
+
+
+def balanced_indices(source: ImageSource, n: int, seed: int) -> list[int]:
+    """``n`` images of ``source`` (sorted indices), spread over the classes as evenly as they allow,
+    chosen by ``seed``. A fixed subset of the search split that a search scores every sub-network
+    on: balanced, so that no class weighs more in the accuracy than it does in the split."""
+    labels = np.asarray(source.labels)
+    if n >= len(labels):
+        return list(range(len(labels)))
+    order = np.random.default_rng(seed).permutation(len(labels))
+    # Rank of each image within its class in the seeded order: taking ranks 0, 1, 2, ... of every
+    # class in turn keeps the classes even until the smaller ones run out.
+    rank = np.empty(len(labels), dtype=np.int64)
+    for label in np.unique(labels):
+        members = order[labels[order] == label]
+        rank[members] = np.arange(len(members))
+    position = np.empty(len(labels), dtype=np.int64)
+    position[order] = np.arange(len(labels))
+    chosen = np.lexsort((position, rank))[:n]
+    return sorted(chosen.tolist())
 
 
 def calibration_indices(source: ImageSource, recipe: Recipe, seed: int) -> list[int]:

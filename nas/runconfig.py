@@ -84,6 +84,7 @@ class SearchRunConfig:
     study_name: str | None = None
     evaluate_top: int = 0  # greedy: shrinks evaluated per step after the warm-up (0: every one)
     explore: int = 0  # greedy: further shrinks of the least recently evaluated kinds
+    search_images: int | None = None  # class-balanced subset of the search split scored (None: all of it)
 
 
 @dataclass(frozen=True)

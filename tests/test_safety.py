@@ -278,7 +278,14 @@ def test_search_and_compare_name_a_corrupt_image(cifar_copy, tmp_path, capsys):
         == 0
     )
     capsys.readouterr()
-    bad = sorted((data / "train" / "ship").iterdir())[0]
+    # A search reads only its calibration and search images (not the whole set, which on ImageNet
+    # would cost every evaluator minutes): one of those, corrupt, is named before the run starts.
+    from nas.data import load_splits
+    from nas.recipe import recipe_from_saved
+    from nas.search.evaluator import EvalSpec
+
+    spec = EvalSpec.from_run(supernet)
+    bad = Path(load_splits(str(data), recipe_from_saved(spec.recipe), spec.seed, decode_all=False).search.paths[0])
     bad.write_bytes(b"not a jpeg at all")
     assert (
         main(

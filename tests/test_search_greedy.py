@@ -201,19 +201,28 @@ def _main_space_search(screen, state=None, on_step=None, target=150):
     return result, evaluated
 
 
-def test_screened_greedy_follows_the_full_path_with_a_fraction_of_the_evaluations():
+def test_screened_greedy_ends_as_well_as_the_full_search_with_a_fraction_of_the_evaluations():
     full, full_evaluated = _main_space_search(None)
     fast, fast_evaluated = _main_space_search({"keep": 3, "explore": 1})
-    assert [s.arch for s in fast.steps] == [s.arch for s in full.steps] and len(full.steps) >= 4
-    assert len(full_evaluated) == 1 + sum(s.candidates for s in full.steps)
-    # Step 1 evaluates every shrink (the warm-up), later steps keep + explore of them.
-    assert [s.evaluated for s in fast.steps] == [fast.steps[0].candidates] + [4] * (len(fast.steps) - 1)
-    assert len(fast_evaluated) == 1 + sum(s.evaluated for s in fast.steps) < len(full_evaluated) / 2
+    assert len(full_evaluated) == 1 + sum(s.candidates for s in full.steps) and len(full.steps) >= 4
+    # The bar: the target met, within 0.3 points of the full search, with at most 20% of its
+    # evaluations (here it ends higher: greedy slimming is not optimal, and the paths part late).
+    assert fast.steps[-1].cost.mes >= 150 and fast.current_accuracy >= full.current_accuracy - 0.003
+    assert [s.arch for s in fast.steps[:4]] == [s.arch for s in full.steps[:4]]
+    assert len(fast_evaluated) == 1 + sum(s.evaluated for s in fast.steps) <= 0.2 * len(full_evaluated)
+    # Step 1 (the warm-up) evaluates the largest shrink of each (kind, stage), later steps keep + explore.
+    first = fast.steps[0].screen
+    groups = {(r["kind"], r["stage"]) for r in first}
+    assert fast.steps[0].evaluated == len(groups) < fast.steps[0].candidates
+    for kind, stage in groups:
+        group = [r for r in first if (r["kind"], r["stage"]) == (kind, stage)]
+        assert max(group, key=lambda r: r["gain"])["accuracy"] is not None
+    assert [s.evaluated for s in fast.steps[1:]] == [4] * (len(fast.steps) - 1)
     # Each screened step records every candidate: predicted (after the warm-up) and, if evaluated, measured.
     later = fast.steps[1].screen
     assert len(later) == fast.steps[1].candidates and all(r["predicted"] is not None for r in later)
     assert sum(r["accuracy"] is not None for r in later) == 4 == sum("arch" in r for r in later)
-    assert all(r["predicted"] is None and r["accuracy"] is not None for r in fast.steps[0].screen)
+    assert all(r["predicted"] is None for r in first)
     # keep=0 is the full search.
     assert [s.arch for s in _main_space_search({"keep": 0})[0].steps] == [s.arch for s in full.steps]
 

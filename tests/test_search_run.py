@@ -42,9 +42,12 @@ def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     assert len(steps) == result["steps"] > 0
     assert {"action", "delta_accuracy", "gain", "accuracy", "params", "latency_ms", "mes"} <= set(steps[0])
     assert steps[0]["latency_source"].startswith("predicted on iphone12")
-    # Screened by default: the first step evaluates every shrink, later ones the predictor's picks;
-    # search.jsonl lists every candidate (predicted, measured), state.json also their architectures.
-    assert steps[0]["evaluated"] == steps[0]["candidates"] and "arch" not in steps[0]["screen"][0]
+    # Screened by default: the first step evaluates the largest shrink of each kind and stage, later
+    # ones the predictor's picks; search.jsonl lists every candidate (predicted, measured), state.json
+    # also their architectures.
+    kinds = {(r["kind"], r["stage"]) for r in steps[0]["screen"]}
+    assert steps[0]["candidates"] > 5 and "arch" not in steps[0]["screen"][0]
+    assert steps[0]["evaluated"] == len(kinds) < steps[0]["candidates"]
     assert result["evaluations"] == 1 + sum(s["evaluated"] for s in steps) <= result["shrinks_considered"]
     if len(steps) > 1:
         assert steps[1]["evaluated"] == min(steps[1]["candidates"], 5)
@@ -174,3 +177,36 @@ def test_evaluator_preloads_its_images_and_scores_as_the_loaders_do(supernet_run
     arch = evaluator.space.smallest()
     assert evaluator.accuracy(arch) == small.accuracy(arch)
     assert subnet_accuracy(evaluator.net, arch, small.calib, small.search) == evaluator.accuracy(arch)
+
+
+def test_search_images_scores_a_fixed_balanced_subset_recorded_with_the_run(supernet_run, tmp_path, capsys):
+    import collections
+
+    from nas.data import balanced_indices, load_splits
+    from nas.recipe import recipe_from_saved
+    from nas.search.evaluator import SubnetEvaluator
+
+    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1, search_images=60)
+    splits = load_splits(spec.data, recipe_from_saved(spec.recipe), spec.seed)
+    chosen = balanced_indices(splits.search, 60, 5)
+    assert chosen == sorted(set(chosen)) and len(chosen) == 60 == len(balanced_indices(splits.search, 60, 5))
+    assert chosen == balanced_indices(splits.search, 60, 5) != balanced_indices(splits.search, 60, 6)
+    per_class = collections.Counter(splits.search.labels[i] for i in chosen)
+    assert len(per_class) == 10 and max(per_class.values()) - min(per_class.values()) <= 1
+    assert balanced_indices(splits.search, 10**6, 5) == list(range(len(splits.search)))
+    evaluator = SubnetEvaluator(spec)
+    assert sum(len(labels) for _, labels in evaluator.search) == 60
+    assert spec.context()["search_images"] == 60 and "search_images" not in EvalSpec.from_run(supernet_run).context()
+
+    out = tmp_path / "search"
+    argv = ["search", "--supernet", str(supernet_run), "--objective", "params", "--target", "1e9", "--run", str(out)]
+    argv += ["--bn-calib-batches", "1", "--search-images", "60", "--json"]
+    assert main(argv) == 0  # the largest already meets it: one evaluation
+    capsys.readouterr()
+    assert "search_images: 60" in (out / "config.yaml").read_text()
+    record = json.loads((out / "evaluations.jsonl").read_text().splitlines()[0])
+    assert record["context"]["search_images"] == 60
+    assert record["accuracy"] == evaluator.accuracy(ArchConfig.from_dict(record["arch"]))
+    assert "class-balanced 60 images" in (out / "summary.md").read_text()
+    assert main(argv[:-3] + ["--search-images", "61", "--resume"]) == 2
+    assert "different search_images" in capsys.readouterr().err

@@ -36,6 +36,12 @@ def add_parser(sub) -> None:
     p.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     p.add_argument("--bn-calib-batches", type=positive_int, help="override the supernet recipe's")
     p.add_argument(
+        "--search-images",
+        type=positive_int,
+        help="score every sub-network on this many images of the search split (a fixed, class-balanced, "
+        "seeded subset; default: all of it)",
+    )
+    p.add_argument(
         "--strategy",
         default="greedy",
         choices=("greedy", "optuna"),
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             space=args.space,
             bn_calib_batches=args.bn_calib_batches,
+            search_images=args.search_images,
             strategy=args.strategy,
             screen=ScreenConfig(keep=args.evaluate_top, explore=args.explore),
             trials=args.trials,

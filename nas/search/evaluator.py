@@ -20,7 +20,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
-from nas.data import calibration_indices, data_fingerprint, eval_loader, load_splits, preload
+from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
 from nas.evaluate import subnet_accuracy
 from nas.recipe import recipe_from_saved
 from nas.runconfig import SupernetRunConfig, read_run_config
@@ -43,6 +43,7 @@ class EvalSpec:
     recipe: dict
     seed: int
     bn_calib_batches: int | None = None
+    search_images: int | None = None  # score a fixed, class-balanced subset of the search split
 
     @property
     def calib_batches(self) -> int:
@@ -59,10 +60,14 @@ class EvalSpec:
             "data_fingerprint": data_fingerprint(self.data),
             "split_seed": self.seed,
             "bn_calib_batches": self.calib_batches,
+            # Only when set, so that caches written before the option existed stay valid.
+            **({"search_images": self.search_images} if self.search_images else {}),
         }
 
     @classmethod
-    def from_run(cls, run: str | Path, bn_calib_batches: int | None = None) -> "EvalSpec":
+    def from_run(
+        cls, run: str | Path, bn_calib_batches: int | None = None, search_images: int | None = None
+    ) -> "EvalSpec":
         run = Path(run)
         checkpoint = run / "checkpoint.pt"
         if not checkpoint.exists():
@@ -75,7 +80,13 @@ class EvalSpec:
         config = read_run_config(run / "config.yaml", SupernetRunConfig)
         space = config.space_file if config.space_file and Path(config.space_file).exists() else config.space
         return cls(
-            str(checkpoint), str(space), config.data, dataclasses.asdict(config.recipe), config.seed, bn_calib_batches
+            str(checkpoint),
+            str(space),
+            config.data,
+            dataclasses.asdict(config.recipe),
+            config.seed,
+            bn_calib_batches,
+            search_images,
         )
 
 
@@ -89,7 +100,8 @@ class SubnetEvaluator:
         recipe = dataclasses.replace(recipe_from_saved(spec.recipe), bn_calib_batches=spec.calib_batches)
         state = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS)
         self.space: SearchSpace = load_space(spec.space)
-        splits = load_splits(spec.data, recipe, spec.seed)
+        # Only the calibration and scored images are read (and kept, below), not the whole data set.
+        splits = load_splits(spec.data, recipe, spec.seed, decode_all=False)
         self.net = build_supernet(self.space, img_size=state["img_size"], num_classes=state["num_classes"])
         self.net.load_state_dict(state["model"])
         self.net.to(device).eval()
@@ -98,7 +110,10 @@ class SubnetEvaluator:
         # the same calibration and search images.
         calib = eval_loader(splits.train, recipe, calibration_indices(splits.train, recipe, spec.seed))
         self.calib = preload(calib, recipe.cache_max_mb)
-        self.search = preload(eval_loader(splits.search, recipe), recipe.cache_max_mb)
+        scored = (
+            balanced_indices(splits.search, spec.search_images, spec.seed + 104_729) if spec.search_images else None
+        )
+        self.search = preload(eval_loader(splits.search, recipe, scored), recipe.cache_max_mb)
         self.cache: dict[str, float] = {}
 
     def accuracy(self, arch: ArchConfig) -> float:

@@ -85,6 +85,7 @@ class SearchRequest:
     seed: int = 0
     space: str | None = None  # check that the supernet's space is this one
     bn_calib_batches: int | None = None  # override the supernet recipe's
+    search_images: int | None = None  # score a class-balanced subset of the search split (None: all)
     strategy: str = "greedy"  # greedy (EfficientFormerV2 alg. 1) or optuna (NSGA-II)
     screen: ScreenConfig = ScreenConfig()  # greedy: which shrinks each step evaluates (keep=0: all)
     trials: int = 64  # optuna: finished trials the study should hold
@@ -163,7 +164,7 @@ def search(request: SearchRequest) -> dict[str, Any]:
 
 def _prepare(request: SearchRequest) -> _Prepared:
     """Read and check the supernet run, space, table and objective; the run's config."""
-    spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
+    spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches, request.search_images)
     space = load_space(spec.space)
     if request.space and load_space(request.space).name != space.name:
         raise NasError(f"--space {request.space} does not match the supernet run's space {space.name}")
@@ -211,6 +212,7 @@ def _prepare(request: SearchRequest) -> _Prepared:
         study_name=request.study_name if optuna else None,
         evaluate_top=request.screen.keep if greedy else 0,
         explore=request.screen.explore if greedy and request.screen.enabled else 0,
+        search_images=request.search_images,
     )
     return _Prepared(spec, space, cost, actions, config, context)
 
@@ -314,6 +316,12 @@ def _write_summary(run: Path, state: SearchState, cost, objective: Objective, co
     ]
     if config.latency_source:
         lines += [f"Latency: {config.latency_source}.", ""]
+    if config.search_images:
+        lines += [
+            f"Scored on a fixed, class-balanced {config.search_images} images of the search split; BatchNorm "
+            f"recalibrated on {config.bn_calib_batches} batches of training images.",
+            "",
+        ]
     if config.evaluate_top:
         evaluated = 1 + sum(s.evaluated for s in state.steps)
         considered = 1 + sum(s.candidates for s in state.steps)

@@ -11,7 +11,9 @@ unit gained, the greedy rule itself, and only the best ``keep`` of them, plus ``
 the kinds evaluated least recently, are evaluated. The step still takes the best *evaluated*
 shrink by its measured accuracy, so a wrong prediction costs a worse choice, never a wrong number.
 
-The first ``warmup_steps`` steps evaluate every shrink (the predictor has nothing to learn from).
+The first ``warmup_steps`` steps have no predictions to go by: they evaluate one shrink of every
+(kind, stage), the largest of each, so the predictor starts from a measurement of every kind of
+move at the largest networks, the most expensive ones to evaluate, without measuring all of them.
 Everything the predictor learns from is in the search state (each step's evaluated shrinks), so a
 resumed search predicts exactly what the uninterrupted one did.
 """
@@ -36,7 +38,7 @@ class ScreenConfig:
         keep: shrinks evaluated per step, best predicted first (0: evaluate every shrink).
         explore: further shrinks evaluated per step, of the (kind, stage) evaluated least recently,
             so that a kind the predictor undervalues is measured again.
-        warmup_steps: first steps that evaluate every shrink.
+        warmup_steps: first steps, which evaluate the largest shrink of every (kind, stage).
         halflife: age in steps at which an evaluation counts half in the fit.
         ridge: L2 penalty of the fit (on standardised features; positive, so that features no
             evaluation has varied yet keep the fit well-posed).
@@ -147,8 +149,15 @@ def screen_step(
     step that evaluated one such shrink; ``observations`` are every evaluation so far.
     """
     n = len(candidates)
-    if not config.enabled or step <= config.warmup_steps or n <= config.keep + config.explore:
+    if not config.enabled or n <= config.keep + config.explore:
         return Screened(tuple(range(n)), (None,) * n)
+    if step <= config.warmup_steps:
+        largest: dict[tuple[str, int], int] = {}
+        for i, (action, _, gain) in enumerate(candidates):
+            kind = _kind(action)
+            if kind not in largest or gain > candidates[largest[kind]][2]:
+                largest[kind] = i
+        return Screened(tuple(sorted(largest.values())), (None,) * n)
     predictor = RidgePredictor(space, observations, step, config)
     predicted = predictor.predict([current] + [arch for _, arch, _ in candidates])
     here, accuracies = predicted[0], predicted[1:]
