@@ -51,6 +51,21 @@ def test_greedy_takes_the_smallest_accuracy_drop_per_unit_saved(mini):
     assert longer.steps[-1].action == "remove block (stage 3 block 2)" and longer.steps[-1].cost.params == 1600
 
 
+def test_a_shrink_that_raises_accuracy_counts_as_no_drop_and_the_larger_step_wins(mini):
+    # Step 1 of the test above, but narrowing stage 4 (1280 saved) raises the accuracy a little: by the
+    # paper's raw ratio it would win against everything; as no drop it ties with narrowing stage 3
+    # (1536 saved), which also raises it, and the larger step is taken.
+    def accuracy(archs):
+        return [0.5 + 0.2 * (a.depths[2] - 1) - 0.001 * a.widths[2] - 0.002 * a.widths[3] for a in archs]
+
+    state = greedy_slim(mini, accuracy, toy_cost, Objective("params", 4000))
+    assert [s.action for s in state.steps] == ["narrow stage (stage 3)"] and state.steps[0].delta_accuracy < 0
+    from nas.search.objective import greedy_key
+
+    assert greedy_key(-0.01, 10.0, 0) == greedy_key(-0.5, 10.0, 0) < greedy_key(0.001, 1000.0, 0)
+    assert greedy_key(-0.01, 20.0, 1) < greedy_key(-0.5, 10.0, 0)  # among no drops, the larger gain
+
+
 def test_unreachable_target_gives_the_range(mini):
     with pytest.raises(NasError, match=r"params target 1000 is out of reach: .* span params 1600 to 4672"):
         greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1000))

@@ -19,7 +19,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import ActionsFn
 from nas.core.space import SearchSpace
-from nas.search.objective import Cost, Objective
+from nas.search.objective import Cost, Objective, greedy_key
 from nas.search.screen import Observation, ScreenConfig, screen_step
 
 AccuracyFn = Callable[[Sequence[ArchConfig]], list[float]]
@@ -159,12 +159,7 @@ def greedy_slim(
             )
             chosen, predicted = list(picked.evaluate), list(picked.predicted)
         measured = dict(zip(chosen, accuracy([frontier[i][1] for i in chosen])))
-        # Smallest accuracy drop per unit of gain; among equals (typically no drop at all) the
-        # larger step, so a search does not creep towards its target by the smallest moves.
-        best = min(
-            chosen,
-            key=lambda i: ((state.current_accuracy - measured[i]) / frontier[i][3], -frontier[i][3], i),
-        )
+        best = min(chosen, key=lambda i: greedy_key(state.current_accuracy - measured[i], frontier[i][3], i))
         action, new, new_cost, gain = frontier[best]
         records = ()
         if screened:

@@ -74,3 +74,15 @@ def cost_function(table=None, img_size: int = 224, num_classes: int = 1000) -> C
         return Cost(count_params(arch, img_size, num_classes), latency)
 
     return cost
+
+
+def greedy_key(drop: float, gain: float, index: int) -> tuple[float, float, int]:
+    """Sort key of a shrink in greedy slimming: the smallest accuracy drop per unit gained (EfficientFormerV2
+    §4.2.3), a gain in accuracy counting as no drop, and among equals the larger step.
+
+    The paper divides the raw drop, so a shrink that *raises* the measured accuracy wins by more the
+    smaller its step: on a finite search split, or a supernet whose small members score as well as its
+    large ones, that rewards noise and makes the search creep towards its target by the smallest moves
+    (a 150-step supernet of the main space took 11 steps from MES 14.0 to 15.8). Counted as no drop,
+    every such shrink ties at zero and the largest of them is taken."""
+    return max(drop, 0.0) / gain, -gain, index

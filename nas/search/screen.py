@@ -28,6 +28,7 @@ import numpy as np
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import Action, SearchSpace
+from nas.search.objective import greedy_key
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def screen_step(
     here, accuracies = predicted[0], predicted[1:]
     # The greedy rule on predicted accuracies: the drop is taken between two predictions, so the
     # predictor's bias at the current network cancels.
-    order = sorted(range(n), key=lambda i: ((here - accuracies[i]) / candidates[i][2], -candidates[i][2], i))
+    order = sorted(range(n), key=lambda i: greedy_key(here - accuracies[i], candidates[i][2], i))
     chosen = order[: config.keep]
     rest = order[config.keep :]
     for _ in range(config.explore):
