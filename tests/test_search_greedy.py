@@ -64,6 +64,24 @@ def test_a_shrink_that_raises_accuracy_counts_as_no_drop_and_the_larger_step_win
 
     assert greedy_key(-0.01, 10.0, 0) == greedy_key(-0.5, 10.0, 0) < greedy_key(0.001, 1000.0, 0)
     assert greedy_key(-0.01, 20.0, 1) < greedy_key(-0.5, 10.0, 0)  # among no drops, the larger gain
+    # A drop counts at least the evaluation's resolution: a notch with no measured drop no longer beats
+    # a step 15 times larger that costs one image of a thousand.
+    assert greedy_key(0.0, 0.2, 0) < greedy_key(0.001, 3.0, 1)
+    assert greedy_key(0.0, 0.2, 0, resolution=0.001) > greedy_key(0.001, 3.0, 1, resolution=0.001)
+
+
+def test_resolution_lets_a_larger_step_with_a_small_drop_beat_a_notch_with_none(mini):
+    # Narrowing stage 4 (1280 saved) measures no drop; removing a stage-3 block saves less (1024) at a
+    # small drop; narrowing stage 3 (1536) drops 0.0016. At resolution 0 the no-drop step wins; at
+    # 0.01 (100 scored images) narrowing stage 3, (0.0016 + 0.01) / 1536 < 0.01 / 1280.
+    def accuracy(archs):
+        return [0.5 + 0.001 * (a.depths[2] - 1) + 0.0001 * a.widths[2] for a in archs]
+
+    def first(resolution):
+        return greedy_slim(mini, accuracy, toy_cost, Objective("params", 4000), resolution=resolution).steps[0]
+
+    assert first(0.0).action == "narrow stage (stage 4)"
+    assert first(0.01).action == "narrow stage (stage 3)"
 
 
 def test_unreachable_target_gives_the_range(mini):

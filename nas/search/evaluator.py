@@ -114,6 +114,7 @@ class SubnetEvaluator:
             balanced_indices(splits.search, spec.search_images, spec.seed + 104_729) if spec.search_images else None
         )
         self.search = preload(eval_loader(splits.search, recipe, scored), recipe.cache_max_mb)
+        self.scored_images = len(scored) if scored is not None else len(splits.search)
         self.cache: dict[str, float] = {}
 
     def accuracy(self, arch: ArchConfig) -> float:

@@ -122,9 +122,11 @@ def greedy_slim(
     on_step: Callable[[SearchState], None] | None = None,
     max_steps: int = 10_000,
     screen: ScreenConfig | None = None,
+    resolution: float = 0.0,
 ) -> SearchState:
     """Slim ``start`` (default: the largest sub-network) until ``objective`` is met; with ``screen``,
-    evaluate only the shrinks its predictor picks at each step."""
+    evaluate only the shrinks its predictor picks at each step. ``resolution``: the smallest accuracy
+    difference ``accuracy`` resolves (1/N for N scored images; :func:`greedy_key`)."""
     start = start or space.largest()
     require_reachable(space, cost, objective, start)
     actions = actions or space.shrink_actions
@@ -156,10 +158,12 @@ def greedy_slim(
                 recent,
                 [(action, new, gain) for action, new, _, gain in frontier],
                 len(state.steps) + 1,
+                resolution,
             )
             chosen, predicted = list(picked.evaluate), list(picked.predicted)
         measured = dict(zip(chosen, accuracy([frontier[i][1] for i in chosen])))
-        best = min(chosen, key=lambda i: greedy_key(state.current_accuracy - measured[i], frontier[i][3], i))
+        here = state.current_accuracy
+        best = min(chosen, key=lambda i: greedy_key(here - measured[i], frontier[i][3], i, resolution))
         action, new, new_cost, gain = frontier[best]
         records = ()
         if screened:

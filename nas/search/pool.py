@@ -35,6 +35,9 @@ def _actor_class():
         def pid(self) -> int:
             return os.getpid()
 
+        def scored_images(self) -> int:
+            return self.evaluator.scored_images
+
         def evaluate(self, arch: dict) -> float:
             return self.evaluator.accuracy(ArchConfig.from_dict(arch))
 
@@ -69,6 +72,7 @@ class EvaluatorPool:
         self._memory: dict[str, float] = {}
         if workers == 0 and address is None:
             self.local = SubnetEvaluator(spec)
+            self.scored_images = self.local.scored_images
             return
         import ray
 
@@ -78,6 +82,8 @@ class EvaluatorPool:
         self.actors = [actor.remote(dict(spec.__dict__), threads_per_worker) for _ in range(n)]
         try:
             self.worker_pids()  # every actor has built its evaluator: bad data or weights fail here
+            #: Images each sub-network is scored on (every actor scores the same ones).
+            self.scored_images: int = ray.get(self.actors[0].scored_images.remote())
         except BaseException:
             self.close()
             raise

@@ -270,7 +270,17 @@ def _greedy(
         log_point(current)
 
     try:
-        state = greedy_slim(space, pool, cost, objective, actions=actions, state=state, on_step=save, screen=screen)
+        state = greedy_slim(
+            space,
+            pool,
+            cost,
+            objective,
+            actions=actions,
+            state=state,
+            on_step=save,
+            screen=screen,
+            resolution=1 / pool.scored_images,
+        )
     finally:
         curves.close()
     final = state.current
@@ -287,6 +297,7 @@ def _greedy(
         # What the full greedy search (alg. 1 as written) would have evaluated along this path.
         "shrinks_considered": 1 + sum(s.candidates for s in state.steps),
         "evaluate_top": config.evaluate_top,
+        "scored_images": pool.scored_images,
         "provenance": clock.summary(),
     }
     _write_summary(run, state, cost, objective, config)

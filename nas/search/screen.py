@@ -45,7 +45,7 @@ class ScreenConfig:
             evaluation has varied yet keep the fit well-posed).
     """
 
-    keep: int = 4
+    keep: int = 3
     explore: int = 1
     warmup_steps: int = 1
     halflife: float = 4.0
@@ -143,8 +143,10 @@ def screen_step(
     recent: dict[tuple[str, int], int],
     candidates: Sequence[tuple[Action, ArchConfig, float]],
     step: int,
+    resolution: float = 0.0,
 ) -> Screened:
-    """The candidates of greedy step ``step`` (1-based) to evaluate.
+    """The candidates of greedy step ``step`` (1-based) to evaluate, ranked by the greedy rule
+    (:func:`nas.search.objective.greedy_key` with ``resolution``) on predicted accuracies.
 
     ``candidates`` are (action, architecture, gain); ``recent`` maps (action kind, stage) to the last
     step that evaluated one such shrink; ``observations`` are every evaluation so far.
@@ -164,7 +166,7 @@ def screen_step(
     here, accuracies = predicted[0], predicted[1:]
     # The greedy rule on predicted accuracies: the drop is taken between two predictions, so the
     # predictor's bias at the current network cancels.
-    order = sorted(range(n), key=lambda i: greedy_key(here - accuracies[i], candidates[i][2], i))
+    order = sorted(range(n), key=lambda i: greedy_key(here - accuracies[i], candidates[i][2], i, resolution))
     chosen = order[: config.keep]
     rest = order[config.keep :]
     for _ in range(config.explore):
