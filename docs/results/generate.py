@@ -321,6 +321,8 @@ def search_main_doc() -> str:
     # full search evaluates the same large networks at its early steps, and more of them).
     per_eval = wall / result["evaluations"]
     strained = _json(supernet / "result.json")
+    first_move = "*raised*" if steps[0]["accuracy"] > result["start_accuracy"] else "lowered"
+    subset_finding = "  " + fast_search_section(f"fast-search-tiny-{config['search_images']}.txt")[1]
     reference = min(considered, low_evals)
     table = [
         "| step | action | evaluated / shrinks | top-1 | params (M) | latency (ms) | MES |",
@@ -388,15 +390,15 @@ images (largest: {100 * result["start_accuracy"]:.2f}%).
   sub-networks: {100 * result["evaluations"] / reference:.1f}% of what the full greedy search evaluates on even its
   shortest path (issue 16 asks for at most 15 minutes and 20%).
 - The supernet had {strained["step"]} training steps: its largest and smallest members score within
-  {100 * (strained["largest_top1"] - strained["smallest_top1"]):.1f} points of each other, and shrinking the largest
-  first *raised* its accuracy. The found architecture is what this weak supernet prefers, not a
+  {100 * (strained["largest_top1"] - strained["smallest_top1"]):.1f} points of each other, and the first shrink of the
+  largest {first_move} its accuracy. The found architecture is what this weak supernet prefers, not a
   recommendation; the timing is what this run is for.
 
 - What makes it fit is scoring {config.get("search_images") or "all the"} images instead of the whole split as
   much as screening. Whether each holds the full search's path is measured where the full search is
-  affordable, on the tiny spaces, in [fast-search.md](fast-search.md): screening does; a scored subset this
-  small holds it on one of the two supernets there and not on the other, so `--search-images` stays an
-  opt-in trade of fidelity for time.
+  affordable, on the tiny spaces, in [fast-search.md](fast-search.md). Scoring this few images there:
+{subset_finding}
+  So `--search-images` stays an opt-in trade of fidelity for time.
 """
 
 
