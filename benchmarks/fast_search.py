@@ -48,7 +48,7 @@ def timed_search(spec, space, cost, objective, screen, workers):
             cost,
             objective,
             screen=screen,
-            resolution=1 / pool.scored_images,
+            resolution=pool.resolution,
             on_step=lambda s: marks.append((time.perf_counter() - start, pool.evaluations)),
         )
     finally:

@@ -403,12 +403,18 @@ images (largest: {100 * result["start_accuracy"]:.2f}%).
 """
 
 
-def fast_search_section(name: str) -> tuple[str, str]:
-    """One output of ``benchmarks/fast_search.py`` as a Markdown section, and a line on what it found."""
+def fast_search_output(name: str) -> tuple[list[str], list[list[str]]]:
+    """An output of ``benchmarks/fast_search.py``: its comment lines and its table rows (split on spaces)."""
     lines = (HERE / name).read_text(encoding="utf-8").splitlines()
     comments = [line[2:] for line in lines if line.startswith("# ")]
     first = lines.index(next(x for x in lines if x.startswith("supernet "))) + 1
     rows = [r for r in (line.split() for line in lines[first:]) if r and not r[0].startswith("#")]
+    return comments, rows
+
+
+def fast_search_section(name: str) -> tuple[str, str]:
+    """One output of ``benchmarks/fast_search.py`` as a Markdown section, and a line on what it found."""
+    comments, rows = fast_search_output(name)
     table = [
         "| supernet | MES target | full: evaluations, s | fast: evaluations, s | evaluations | time | "
         "full top-1 | fast top-1 | verdict |",
@@ -462,13 +468,8 @@ def fast_search_doc() -> str:
     supernets = "\n".join(f"- [{name}/]({name}/): {supernet_line(HERE / name)}." for name in FAST_SUPERNETS)
     sections = [fast_search_section(name) for name in FAST]
     # Screening alone: the sections whose fast search scored the whole split.
-    whole = [
-        line.split()
-        for name in FAST
-        if "scores all images" in (text := (HERE / name).read_text(encoding="utf-8"))
-        for line in text.splitlines()
-        if line.startswith("runs/")
-    ]
+    outputs = [fast_search_output(name) for name in FAST]
+    whole = [r for comments, rows in outputs if "scores all images" in comments[0] for r in rows]
     whole_total = len(whole)
     misses = [r[-2] for r in whole if r[10] == "FAIL:"]
     whole_held = whole_total - len(misses)

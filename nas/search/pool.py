@@ -88,6 +88,12 @@ class EvaluatorPool:
             self.close()
             raise
 
+    @property
+    def resolution(self) -> float:
+        """The smallest accuracy difference an evaluation resolves: one scored image
+        (:func:`nas.search.objective.greedy_key`)."""
+        return 1 / self.scored_images
+
     def worker_pids(self) -> list[int]:
         import ray
 

@@ -279,7 +279,7 @@ def _greedy(
             state=state,
             on_step=save,
             screen=screen,
-            resolution=1 / pool.scored_images,
+            resolution=pool.resolution,
         )
     finally:
         curves.close()
