@@ -368,6 +368,14 @@ def _rows(
     return rows
 
 
+def train_images_words(result: dict, recipe: Recipe) -> str:
+    """How many images a training saw, and whether they were a subset (the recipe's ``train_images``)."""
+    n = result.get("train_images")
+    if n is None:  # runs written before the count was recorded
+        return "the training images"
+    return f"{n} training images" + (" (a class-balanced subset)" if recipe.train_images else "")
+
+
 def _sources(
     config: CompareRunConfig, objective: Objective, space, table, recipe: Recipe, first: dict, num_classes: int
 ) -> dict[str, str]:
@@ -375,7 +383,7 @@ def _sources(
     seeds = [config.seed + k for k in range(config.seeds)]
     sources = {
         "accuracy": f"top-1 on {first['val']} ({first['val_images']} images) after training from scratch for "
-        f"{first['step']} steps ({recipe.epochs} epochs planned) with recipe "
+        f"{first['step']} steps ({recipe.epochs} epochs planned) on {train_images_words(first, recipe)} with recipe "
         f"{config.recipe_name or 'custom'}, seed{'s' if len(seeds) > 1 else ''} "
         f"{', '.join(map(str, seeds))} per network (mean and standard deviation over seeds), input "
         f"{recipe.img_size}x{recipe.img_size}; data: {config.data or 'scikit-learn digits'}",

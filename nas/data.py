@@ -189,15 +189,24 @@ def load_splits(
     if not 0 < recipe.search_fraction < 1:
         raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
     if decode_all:
-        full.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
         if data is not None and val is not None:
             val.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+        if not recipe.train_images:
+            full.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
     order = np.random.default_rng(seed + 1).permutation(len(full))
     n_search = max(1, int(round(recipe.search_fraction * len(full))))
     search = _subset(full, np.sort(order[:n_search]), "search split")
     train = _subset(full, np.sort(order[n_search:]), "train split")
     if not hold_out_search and val is not None:
         train = full
+    if recipe.train_images:
+        if recipe.train_images < len(train):
+            # The same images for every network trained with this seed: a ranking study compares
+            # networks, so they must not differ in what they saw.
+            train = _subset(train, balanced_indices(train, recipe.train_images, seed + 15_485_863), "train subset")
+        if decode_all:  # decode only what is read: the subset, not the whole folder
+            train.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+            search.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
     return Splits(train, search, val if val is not None else search, val_name)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from nas.checkpoint import file_digest, load_checkpoint
-from nas.compare import supernet_accuracies, train_all
+from nas.compare import supernet_accuracies, train_all, train_images_words
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
@@ -342,9 +342,9 @@ def _study(
             row["full_top1"] = trained["top1"]
     first = short[0]
     result["sources"] = {
-        "from scratch": f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps of "
-        f"recipe {config.recipe_name or 'custom'} (seed {config.seed}); data: "
-        f"{config.data or 'scikit-learn digits'}",
+        "from scratch": f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps on "
+        f"{train_images_words(first, config.recipe)} with recipe {config.recipe_name or 'custom'} "
+        f"(seed {config.seed}); data: {config.data or 'scikit-learn digits'}",
         "supernet": f"top-1 with the weights of {config.supernet}, BatchNorm recalibrated "
         f"({config.bn_calib_batches} batches), on its search split",
         "proxies": "params, MACs exact; latency from the table named in the config; SynFlow (log10) and the "

@@ -51,6 +51,9 @@ class Recipe:
     # data and augmentation (timm)
     img_size: int = setting(224, low=MIN_IMG_SIZE)
     search_fraction: float = setting(0.1, low=0, high=1, low_open=True, high_open=True)  # held out as the search split
+    # 0: every training image; else a seeded, class-balanced subset of this many (a short proxy recipe
+    # that keeps the class mix, as the ranking studies of issue 11 use on 2 CPU cores)
+    train_images: int = setting(0, low=0)
     crop_scale_min: float = setting(0.08, low=0, high=1, low_open=True)
     hflip: float = setting(0.5, low=0, high=1)
     randaugment: str = ""  # timm auto_augment string such as "rand-m9-mstd0.5"; "" for none

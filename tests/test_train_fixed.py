@@ -101,6 +101,33 @@ def test_train_searched_arch_on_real_images_with_ema_and_teacher(cifar_slice, tm
     assert "model_ema" in state and state["arch"] == ArchConfig.load(arch_path).to_dict()
 
 
+def test_train_images_trains_on_a_fixed_class_balanced_subset(cifar_slice, tmp_path, capsys):
+    import collections
+
+    from nas.data import load_splits
+    from nas.recipe import Recipe
+
+    def splits(n: int, seed: int = 0, hold_out_search: bool = False):
+        return load_splits(str(cifar_slice), Recipe(img_size=32, train_images=n), seed, hold_out_search)
+
+    whole, subset = splits(0), splits(30)
+    assert len(whole.train) == 120 and len(subset.train) == 30
+    assert collections.Counter(subset.train.labels) == {0: 10, 1: 10, 2: 10}
+    assert subset.train.pixels is not None  # the subset is decoded up front (a corrupt file fails early)
+    assert set(subset.train.paths) < set(whole.train.paths)
+    assert subset.train.paths == splits(30).train.paths != splits(30, seed=1).train.paths
+    held_out = splits(30, hold_out_search=True)  # the search split is drawn before the subset: unchanged
+    assert held_out.search.paths == splits(0, hold_out_search=True).search.paths
+    assert not set(held_out.train.paths) & set(held_out.search.paths)
+    assert len(splits(10**6).train) == 120  # more than there are: all of them
+
+    run = tmp_path / "run"
+    argv = ["train", "efficientformerv2_s0", "--data", str(cifar_slice), "--run", str(run), "--img-size", "32"]
+    assert main([*argv, *QUICK, "--train-images", "30", "--max-steps", "1", "--batch-size", "8"]) == 0
+    assert "(1 epochs planned, 30 training images)" in capsys.readouterr().out
+    assert json.loads((run / "result.json").read_text())["train_images"] == 30
+
+
 def test_resume_matches_an_uninterrupted_run(tmp_path):
     arch_path = _searched_like_arch(tmp_path)
     common = ["train", str(arch_path), "--img-size", "32", "--model-ema", "true", "--checkpoint-every", "2", *QUICK]
