@@ -9,8 +9,9 @@ for rankings that cost nothing: parameters, MACs, predicted latency and two zero
 initialisation, SynFlow (Tanaka et al. 2020) and the gradient norm of one batch (Abdelfattah et al.
 2021). The supernet earns its training only where its tau is clearly above theirs.
 
-The short recipe is itself a proxy: with ``full_recipe``, the first ``full_n`` networks are also
-trained with it, and the tau between the short and the full ranking is reported.
+The short recipe is itself a proxy: with ``full_recipe``, ``full_n`` of the networks, evenly spaced
+over the budget range, are also trained with it, and the tau between the short and the full ranking
+is reported.
 
 One output folder: ``plan.json`` (the networks, fixed before any training), ``runs/<name>/`` and
 ``runs-full/<name>/`` (``nas train`` runs), ``supernet_evaluations.jsonl``, ``proxies.json``,
@@ -71,6 +72,16 @@ def spread_sample(space: SearchSpace, n: int, key, rng: random.Random, pool_fact
     while len(chosen) < n:  # rounding collided: fill from the remaining draws, in order
         chosen.append(rest.pop(len(rest) // 2))
     return sorted(chosen, key=lambda a: (key(a), a.digest))
+
+
+def spread_indices(n: int, k: int) -> list[int]:
+    """``k`` of ``range(n)`` evenly spaced from the first to the last: the networks (in budget order)
+    that a longer recipe checks the short one on, so the check spans the range the study does."""
+    if k <= 0:
+        return []
+    if k == 1:
+        return [n // 2]
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
 
 
 def synflow(model: torch.nn.Module, img_size: int) -> float:
@@ -177,9 +188,15 @@ def rank_check(
     full_n: int = 0,
     bn_calib_batches: int | None = None,
     recipe_name: str = "",
+    scratch_from: str | Path | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run (or continue) the ranking study of ``supernet_run`` in ``out``."""
+    """Run (or continue) the ranking study of ``supernet_run`` in ``out``.
+
+    ``scratch_from`` names a finished study of the same networks, recipes, data and seed: its
+    from-scratch trainings are reused and only the supernet is scored, so supernet variants (another
+    training recipe, another BatchNorm calibration) are ranked against one ground truth at the cost
+    of their own scoring."""
     if n < 4:
         raise NasError(f"-n must be at least 4 for a ranking, got {n}")
     if not 0 <= full_n <= n or (full_n and full_recipe is None):
@@ -211,9 +228,11 @@ def rank_check(
         full_recipe=full_recipe,
         full_n=full_n,
         recipe_name=recipe_name,
+        scratch_from=str(scratch_from or ""),
     )
     out = Path(out)
     plan_path = out / "plan.json"
+    reused = _reused_networks(Path(scratch_from), config) if scratch_from else None
     if resume:
         if not plan_path.exists():
             raise NasError(f"{out}: nothing to resume (no plan.json)")
@@ -222,6 +241,8 @@ def rank_check(
         archs = [ArchConfig.from_dict(a) for a in saved["networks"]]
     elif plan_path.exists():
         raise NasError(f"{out} already holds a ranking study; pass --resume to continue it or choose another --out")
+    elif reused is not None:
+        archs = reused
     else:
         key = (lambda a: cost(a).latency_ms) if table is not None else (lambda a: cost(a).params)
         archs = spread_sample(space, n, key, random.Random(seed))
@@ -249,6 +270,29 @@ def rank_check(
         )
 
 
+#: What must match for a study's from-scratch trainings to stand for another's (``scratch_from``).
+SCRATCH_KEYS = ("space", "n", "data_fingerprint", "seed", "recipe", "full_recipe", "full_n", "max_steps")
+
+
+def _reused_networks(study: Path, config: RankCheckRunConfig) -> list[ArchConfig]:
+    """The networks of the finished study in ``study``, after checking that its trainings are the
+    ones ``config`` asks for."""
+    plan_path = study / "plan.json"
+    if not plan_path.exists() or not (study / "result.json").exists():
+        raise NasError(f"--scratch-from {study}: not a finished ranking study (no plan.json and result.json)")
+    saved = json.loads(plan_path.read_text(encoding="utf-8"))
+    earlier = run_config_from(saved["config"], plan_path, RankCheckRunConfig)
+    for key in SCRATCH_KEYS:
+        if getattr(earlier, key) != getattr(config, key):
+            raise NasError(
+                f"--scratch-from {study}: its {key} differs ({getattr(earlier, key)!r} there, "
+                f"{getattr(config, key)!r} here); a reused training must be the one this study would run"
+            )
+    if earlier.scratch_from:
+        raise NasError(f"--scratch-from {study}: it reuses {earlier.scratch_from} itself; name that study")
+    return [ArchConfig.from_dict(a) for a in saved["networks"]]
+
+
 def _study(
     out: Path,
     config: RankCheckRunConfig,
@@ -266,28 +310,30 @@ def _study(
 ) -> dict[str, Any]:
     names = [f"net-{i:02d}" for i in range(len(archs))]
 
-    def jobs(recipe: Recipe, folder: str, count: int, max_steps: int | None) -> list[dict]:
+    def jobs(recipe: Recipe, folder: str, indices: list[int], max_steps: int | None) -> list[dict]:
         return [
             {
                 "name": name,
                 "arch": arch.to_dict(),
                 "recipe": asdict(recipe),
                 "data": config.data,
-                "run": str(out / folder / name),
+                "run": str(Path(config.scratch_from or out) / folder / name),
                 "seed": config.seed,
                 "max_steps": max_steps,
                 "space": space.name,
                 "progress": progress,
             }
-            for name, arch in list(zip(names, archs))[:count]
+            for name, arch in [(names[i], archs[i]) for i in indices]
         ]
 
+    checked = spread_indices(len(archs), config.full_n)
+    everything = list(range(len(archs)))
     short = train_all(
-        jobs(config.recipe, "runs", len(archs), config.max_steps), workers, ray_address, threads_per_worker, clock
+        jobs(config.recipe, "runs", everything, config.max_steps), workers, ray_address, threads_per_worker, clock
     )
     full = (
         train_all(
-            jobs(config.full_recipe, "runs-full", config.full_n, config.max_steps),
+            jobs(config.full_recipe, "runs-full", checked, config.max_steps),
             workers,
             ray_address,
             threads_per_worker,
@@ -336,9 +382,10 @@ def _study(
     if full:
         result["short_vs_full"] = {
             "n": len(full),
-            **rank_stats(truth[: len(full)], [r["top1"] for r in full], seed=config.seed),
+            "networks": [names[i] for i in checked],
+            **rank_stats([truth[i] for i in checked], [r["top1"] for r in full], seed=config.seed),
         }
-        for row, trained in zip(rows, full):
+        for row, trained in zip([rows[i] for i in checked], full):
             row["full_top1"] = trained["top1"]
     first = short[0]
     result["sources"] = {

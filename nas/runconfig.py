@@ -134,6 +134,7 @@ class RankCheckRunConfig:
     full_recipe: Recipe | None = None
     full_n: int = 0
     recipe_name: str = setting("", free=True)
+    scratch_from: str = ""  # an earlier study whose from-scratch trainings this one reuses
 
 
 RUN_CONFIGS = {

@@ -20,6 +20,13 @@ def test_rank_stats_on_known_rankings():
     assert lo <= noisy["kendall_tau"] <= hi < 1.0 + 1e-9 and 0 < noisy["kendall_tau"] < 1
 
 
+def test_spread_indices_span_the_study():
+    from nas.rankcheck import spread_indices
+
+    assert spread_indices(20, 5) == [0, 5, 10, 14, 19] and spread_indices(20, 0) == []
+    assert spread_indices(5, 2) == [0, 4] and spread_indices(5, 1) == [2] and spread_indices(4, 4) == [0, 1, 2, 3]
+
+
 def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     out = tmp_path / "rank"
     argv = [
@@ -59,7 +66,10 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     assert set(result["rankings"]) == {"supernet", "params", "macs", "latency", "synflow", "grad_norm"}
     for stats in result["rankings"].values():
         assert {"kendall_tau", "kendall_tau_ci", "spearman_rho", "spearman_rho_ci", "top1_overlap"} <= set(stats)
-    assert result["short_vs_full"]["n"] == 2 and all("full_top1" in r for r in rows[:2])
+    # The longer recipe checks the short one on networks spanning the range: the first and the last.
+    assert result["short_vs_full"]["n"] == 2 and result["short_vs_full"]["networks"] == ["net-00", "net-04"]
+    assert [("full_top1" in r) for r in rows] == [True, False, False, False, True]
+    assert sorted(p.name for p in (out / "runs-full").iterdir()) == ["net-00", "net-04"]
     for row in rows:
         trained = json.loads((out / "runs" / row["network"] / "result.json").read_text())
         assert trained["top1"] == row["scratch_top1"]
@@ -72,6 +82,24 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     }
     assert main(argv) == 2
     assert "pass --resume" in capsys.readouterr().err
+
+    # A supernet variant (here: another BatchNorm calibration) against the same from-scratch trainings:
+    # nothing is trained, the networks and their from-scratch top-1 are the earlier study's.
+    variant = tmp_path / "variant"
+    at = argv.index("--out")
+    base = argv[:at] + argv[at + 2 :]
+    base[base.index("--bn-calib-batches") + 1] = "2"
+    assert main([*base, "--out", str(variant), "--scratch-from", str(out)]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert [r["scratch_top1"] for r in other["rows"]] == [r["scratch_top1"] for r in rows]
+    assert [r["digest"] for r in other["rows"]] == [r["digest"] for r in rows]
+    assert other["short_vs_full"] == result["short_vs_full"] and not (variant / "runs").exists()
+    assert json.loads((variant / "plan.json").read_text())["config"]["scratch_from"] == str(out)
+    # Other trainings than the study would run, or a folder that holds no finished study: refused.
+    assert main([*base, "--out", str(tmp_path / "v2"), "--scratch-from", str(out), "--seed", "1"]) == 2
+    assert "its seed differs (0 there, 1 here)" in capsys.readouterr().err and not (tmp_path / "v2").exists()
+    assert main([*base, "--out", str(tmp_path / "v3"), "--scratch-from", str(tmp_path / "nothing")]) == 2
+    assert "not a finished ranking study" in capsys.readouterr().err
 
 
 def test_rank_check_bad_input(tiny_supernet, tmp_path, capsys):

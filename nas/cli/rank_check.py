@@ -4,6 +4,7 @@ from scratch, beside rankings that cost nothing."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from nas.cli.common import (
     add_common,
@@ -40,6 +41,12 @@ def add_parser(sub) -> None:
     p.add_argument("--device", help="latency table device (adds the latency ranking; spreads by latency)")
     p.add_argument("--price-size", type=image_size, default=224, help="input size latency and MACs are priced at")
     p.add_argument("--out", help="output folder (default: runs/rank-check-N)")
+    p.add_argument(
+        "--scratch-from",
+        metavar="STUDY",
+        help="reuse the from-scratch trainings of this finished study (same networks, recipes, data and "
+        "seed) and score only --supernet: a supernet variant against the same ground truth",
+    )
     add_pool_args(p, "study")
     add_recipe_overrides(p)
     add_common(p)
@@ -51,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     training them from scratch, and print the result; return the exit code."""
     from nas.rankcheck import rank_check, ranking_lines
 
-    recipe = recipe_from_args(args)
+    # --bn-calib-batches is the supernet's calibration; a fixed network's training never reads it, so
+    # it stays the recipe's and a study with another calibration can reuse these trainings.
+    recipe = dataclasses.replace(recipe_from_args(args), bn_calib_batches=load_recipe(args.recipe).bn_calib_batches)
     full = load_recipe(args.full_recipe) if args.full_recipe else None
     out = args.out or f"runs/rank-check-{args.n}"
     result = rank_check(
@@ -72,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         full_n=args.full_n,
         bn_calib_batches=args.recipe_bn_calib_batches,
         recipe_name=str(args.recipe),
+        scratch_from=args.scratch_from,
     )
     lines = [
         f"{result['n']} sub-networks of {result['space']}; rankings against from-scratch training:",
