@@ -20,6 +20,20 @@ def test_rank_stats_on_known_rankings():
     assert lo <= noisy["kendall_tau"] <= hi < 1.0 + 1e-9 and 0 < noisy["kendall_tau"] < 1
 
 
+def test_tau_difference_is_paired():
+    from nas.rankcheck import tau_difference
+
+    truth = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    same = tau_difference([1, 2, 3, 4, 5, 6, 7, 8], [10, 20, 30, 40, 50, 60, 70, 80], truth)
+    assert same["difference"] == pytest.approx(0.0) and same["ci"] == pytest.approx([0.0, 0.0])
+    opposite = tau_difference([1, 2, 3, 4, 5, 6, 7, 8], [8, 7, 6, 5, 4, 3, 2, 1], truth)
+    assert opposite["difference"] == pytest.approx(2.0) and opposite["ci"] == pytest.approx([2.0, 2.0])
+    # One swap apart: a small difference whose paired interval stays at or above zero, although the
+    # two rankings' own intervals overlap.
+    close = tau_difference([1, 2, 3, 4, 5, 6, 7, 8], [2, 1, 3, 4, 5, 6, 7, 8], truth)
+    assert 0 < close["difference"] < 0.1 and close["ci"][0] >= 0
+
+
 def test_spread_indices_span_the_study():
     from nas.rankcheck import spread_indices
 
@@ -64,8 +78,9 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     plan = json.loads((out / "plan.json").read_text())
     assert [r["digest"] for r in rows] == [ArchConfig.from_dict(a).digest for a in plan["networks"]]
     assert set(result["rankings"]) == {"supernet", "params", "macs", "latency", "synflow", "grad_norm"}
-    for stats in result["rankings"].values():
+    for name, stats in result["rankings"].items():
         assert {"kendall_tau", "kendall_tau_ci", "spearman_rho", "spearman_rho_ci", "top1_overlap"} <= set(stats)
+        assert ("supernet_minus_tau" in stats) == (name != "supernet")
     # The longer recipe checks the short one on networks spanning the range: the first and the last.
     assert result["short_vs_full"]["n"] == 2 and result["short_vs_full"]["networks"] == ["net-00", "net-04"]
     assert [("full_top1" in r) for r in rows] == [True, False, False, False, True]
