@@ -36,7 +36,12 @@ EVIDENCE = (
     ("search-v2-tiny-mes800", "compare-v2-tiny-mes800"),
 )
 RANK = "rank-check-v2-tiny"
-RANK_VARIANTS = ("rank-check-v2-tiny-bn2", "rank-check-v2-tiny-bn40", "rank-check-v2-tiny-4ep")
+RANK_VARIANTS = (
+    "rank-check-v2-tiny-bn2",
+    "rank-check-v2-tiny-bn40",
+    "rank-check-v2-tiny-4ep",
+    "rank-check-v2-tiny-sw4",
+)
 FAST_SUPERNETS = ("supernet-cifar10-v2-tiny-2ep", "supernet-cifar10-swift-tiny")
 FAST = (
     "fast-search-v2-tiny-whole.txt",
@@ -711,12 +716,16 @@ largest - smallest (points) | supernet training | study |
   search makes exactly the within-band decisions it is least sure of. Its largest and smallest sub-networks lie
   only {variants[0]["gap"]:.1f} points apart after {_yaml(supernet / "config.yaml")["recipe"]["epochs"]} epochs.
 - **The supernet variants, paired against the 2-epoch baseline on the same networks:** {variant_lines}
+  Each variant is one supernet training (seed 0); how much tau moves between supernet seeds alone is not
+  measured, so a difference whose interval includes zero is no finding.
 
 What follows: the evidence does not support claiming that this search beats random sampling by more than
 noise on the tiny space at these budgets; it supports "better than a typical random network" (the margin
-over the random mean is above zero at both targets). The next measurements are the other supernet levers
-of the literature (sampling biased to the searched band, more sub-networks per step), more random draws
-and seeds so the interval over the best random network narrows, and the main space, whose bands are wider.
+over the random mean is above zero at both targets). Neither a longer training nor more sub-networks per
+step raised the supernet's tau here. The next measurements are the spread of tau over supernet seeds (to
+know what a variant must beat), the levers not yet tried (sampling biased to the searched band as in
+AttentiveNAS, AlphaNet's alpha-divergence), more random draws and seeds so the interval over the best random
+network narrows, and the main space, whose bands are wider.
 """
 
 
