@@ -41,6 +41,7 @@ RANK_VARIANTS = (
     "rank-check-v2-tiny-bn40",
     "rank-check-v2-tiny-4ep",
     "rank-check-v2-tiny-sw4",
+    "rank-check-v2-tiny-seed1",
 )
 FAST_SUPERNETS = ("supernet-cifar10-v2-tiny-2ep", "supernet-cifar10-swift-tiny")
 FAST = (
@@ -461,13 +462,16 @@ def _variant(folder: Path) -> dict:
     plan, result = _json(folder / "plan.json"), _json(folder / "result.json")
     config = plan["config"]
     supernet = HERE / f"supernet-{Path(config['supernet']).name}"
-    recipe = _yaml(supernet / "config.yaml")["recipe"]
+    sconfig = _yaml(supernet / "config.yaml")
+    recipe = sconfig["recipe"]
     strained = _json(supernet / "result.json")
     return {
         "folder": folder.name,
         "supernet": supernet.name,
         "training": f"{recipe['epochs']} epochs, sandwich of largest + smallest + {recipe['sandwich_random']} "
-        f"random, in-place distillation {'on' if recipe['inplace_distill'] else 'off'}",
+        f"random, in-place distillation {'on' if recipe['inplace_distill'] else 'off'}, seed {sconfig['seed']}",
+        "recipe": recipe,
+        "seed": sconfig["seed"],
         "calibration": config["bn_calib_batches"],
         "eval_batch": recipe["eval_batch_size"],
         "train_seconds": strained["provenance"]["wall_seconds"],
@@ -491,6 +495,7 @@ def search_evidence_doc() -> str:
     """``search-evidence.md``: issue 11's seeded comparisons at two budgets and the ranking study."""
     from nas.compare import table_lines
     from nas.rankcheck import ranking_lines, tau_difference
+    from nas.recipe import recipe_from_saved
 
     supernet = HERE / EVIDENCE_SUPERNET
     budget_rows, sections, verdicts = [], [], []
@@ -587,6 +592,21 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
             f"the baseline (paired 95% CI {_ci_points_tau(diff['ci'])})."
         )
     variant_lines = " ".join(variant_sentences)
+
+    def same_recipe(a: dict, b: dict) -> bool:  # a key an older run did not record counts as its default
+        return recipe_from_saved(a) == recipe_from_saved(b)
+
+    reseeded = [
+        v for v in variants[1:] if same_recipe(v["recipe"], variants[0]["recipe"]) and v["seed"] != variants[0]["seed"]
+    ]
+    seed_line = (
+        f"The same recipe with supernet seed {reseeded[0]['seed']} (`{reseeded[0]['folder']}`) moves tau by "
+        f"{reseeded[0]['stats']['kendall_tau'] - variants[0]['stats']['kendall_tau']:+.2f}: that much is supernet "
+        "seed noise, and every other variant is one training (one seed), so a difference of that size is no finding."
+        if reseeded
+        else "Each variant is one supernet training (one seed); how much tau moves between supernet seeds alone is "
+        "not measured, so a difference whose interval includes zero is no finding."
+    )
     short_full = rank.get("short_vs_full")
     full_recipe = rank_plan["full_recipe"]
     sf_line = (
@@ -716,16 +736,15 @@ largest - smallest (points) | supernet training | study |
   search makes exactly the within-band decisions it is least sure of. Its largest and smallest sub-networks lie
   only {variants[0]["gap"]:.1f} points apart after {_yaml(supernet / "config.yaml")["recipe"]["epochs"]} epochs.
 - **The supernet variants, paired against the 2-epoch baseline on the same networks:** {variant_lines}
-  Each variant is one supernet training (seed 0); how much tau moves between supernet seeds alone is not
-  measured, so a difference whose interval includes zero is no finding.
+  {seed_line}
 
 What follows: the evidence does not support claiming that this search beats random sampling by more than
 noise on the tiny space at these budgets; it supports "better than a typical random network" (the margin
 over the random mean is above zero at both targets). Neither a longer training nor more sub-networks per
-step raised the supernet's tau here. The next measurements are the spread of tau over supernet seeds (to
-know what a variant must beat), the levers not yet tried (sampling biased to the searched band as in
-AttentiveNAS, AlphaNet's alpha-divergence), more random draws and seeds so the interval over the best random
-network narrows, and the main space, whose bands are wider.
+step raised the supernet's tau here, but one reseed moves it about as much, so the next measurements are
+several supernet seeds per variant (to know what a variant must beat), the levers not yet tried
+(sampling biased to the searched band as in AttentiveNAS, AlphaNet's alpha-divergence), more random draws
+and seeds so the interval over the best random network narrows, and the main space, whose bands are wider.
 """
 
 
