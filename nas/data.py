@@ -206,7 +206,8 @@ def load_splits(
             train = _subset(train, balanced_indices(train, recipe.train_images, seed + 15_485_863), "train subset")
         if decode_all:  # decode only what is read: the subset, not the whole folder
             train.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
-            search.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+            if hold_out_search or val is None:  # else nothing reads the search split
+                search.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
     return Splits(train, search, val if val is not None else search, val_name)
 
 

@@ -333,17 +333,17 @@ def _study(
     def jobs(recipe: Recipe, folder: str, indices: list[int], max_steps: int | None) -> list[dict]:
         return [
             {
-                "name": name,
-                "arch": arch.to_dict(),
+                "name": names[i],
+                "arch": archs[i].to_dict(),
                 "recipe": asdict(recipe),
                 "data": config.data,
-                "run": str(Path(config.scratch_from or out) / folder / name),
+                "run": str(Path(config.scratch_from or out) / folder / names[i]),
                 "seed": config.seed,
                 "max_steps": max_steps,
                 "space": space.name,
                 "progress": progress,
             }
-            for name, arch in [(names[i], archs[i]) for i in indices]
+            for i in indices
         ]
 
     checked = spread_indices(len(archs), config.full_n)
