@@ -479,6 +479,7 @@ def _variant(folder: Path) -> dict:
         "reused": bool(config.get("scratch_from")),
         "stats": result["rankings"]["supernet"],
         "rankings": result["rankings"],
+        "rows": result["rows"],
         "gap": 100 * (strained["largest_top1"] - strained["smallest_top1"]),
     }
 
@@ -498,9 +499,10 @@ def search_evidence_doc() -> str:
     from nas.recipe import recipe_from_saved
 
     supernet = HERE / EVIDENCE_SUPERNET
-    budget_rows, sections, verdicts = [], [], []
+    budget_rows, sections, verdicts, searches = [], [], [], []
     for search_name, compare_name in EVIDENCE:
         search, compare = _json(HERE / search_name / "result.json"), _json(HERE / compare_name / "result.json")
+        searches.append(search)
         sconfig = _yaml(HERE / search_name / "config.yaml")
         plan = _json(HERE / compare_name / "plan.json")["config"]
         s, rows = compare["summary"], compare["rows"]
@@ -548,7 +550,8 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
     short = compare_plan["recipe"]
     strained = _json(supernet / "result.json")
     all_train = strained["train_split"] + strained["search_split"]  # a fixed network trains on every image
-    long = _json(HERE / RANK / "plan.json")["config"]["full_recipe"]
+    rank_plan, rank = _json(HERE / RANK / "plan.json")["config"], _json(HERE / RANK / "result.json")
+    long = rank_plan["full_recipe"]
     short_steps = short["train_images"] // short["batch_size"] * short["epochs"]  # the loader drops a part batch
     long_steps = (long["train_images"] or all_train) // long["batch_size"] * long["epochs"]
     budget_head = (
@@ -556,7 +559,6 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
         f"({level}% CI) | margin over best ({level}% CI) | pooled seed std | random beaten | target met | "
         "compute (search + compare) |"
     )
-    rank_plan, rank = _json(HERE / RANK / "plan.json")["config"], _json(HERE / RANK / "result.json")
     rankings = rank["rankings"]
     zero_cost = max(("synflow", "grad_norm"), key=lambda k: rankings[k]["kendall_tau"] or -2)
     free = max((k for k in rankings if k != "supernet"), key=lambda k: rankings[k]["kendall_tau"] or -2)
@@ -584,7 +586,7 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
     base_scores = [r["supernet_top1"] for r in rank["rows"]]
     variant_sentences = []
     for v in variants[1:]:
-        rows = _json(HERE / v["folder"] / "result.json")["rows"]
+        rows = v["rows"]
         assert [r["digest"] for r in rows] == [r["digest"] for r in rank["rows"]], v["folder"]
         diff = tau_difference([r["supernet_top1"] for r in rows], base_scores, truth, seed=rank_plan["seed"])
         variant_sentences.append(
@@ -608,9 +610,8 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
         "not measured, so a difference whose interval includes zero is no finding."
     )
     short_full = rank.get("short_vs_full")
-    full_recipe = rank_plan["full_recipe"]
     sf_line = (
-        f"The short recipe against the longer `cifar10-rank-long` ({full_recipe['epochs']} epochs on all training "
+        f"The short recipe against the longer `cifar10-rank-long` ({long['epochs']} epochs on all training "
         f"images) on {short_full['n']} networks spread over the range ({', '.join(short_full['networks'])}): "
         f"Kendall's tau {_tau(short_full)}, Spearman's rho {short_full['spearman_rho']:+.2f}."
         if short_full
@@ -631,7 +632,6 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
             f"points, above its mean (measured: {100 * (v['random_top1_best'] - v['random_top1_mean']):.2f})."
         )
     band_lines = "\n  ".join(band)
-    searches = [_json(HERE / name / "result.json") for name, _ in EVIDENCE]
     start_row = next(
         line
         for line in (HERE / EVIDENCE[0][0] / "summary.md").read_text(encoding="utf-8").splitlines()
