@@ -6,7 +6,10 @@
    members and random sub-networks end to end and prints the table's median absolute percentage
    error, next to the uncalibrated block sum's error measured in the same run (the reference).
 2. Phones: fits each phone predictor to the published latencies and prints its nested
-   leave-one-model-out error, next to a MACs-proportional model's (the reference).
+   leave-one-family-out and leave-one-model-out errors with their signed means (a bias shows), next
+   to a MACs-proportional model's (the reference); the 80% interval and its held-out coverage;
+   in-family Kendall's tau; the independent test on RepViT, MobileOne, FastViT and Next-ViT (never
+   fitted); and the few-shot calibration curve (k = 0, 1, 3, 5, 10 timed networks of a "new" phone).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from pathlib import Path
 
 from nas import load_space
 from nas.latency.measure import TimingConfig, build_measured_table
-from nas.latency.predict import fit_cost_model
 
 
 def main() -> None:
@@ -29,6 +31,7 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=6, help="random sub-networks in the check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-cpu", action="store_true")
+    parser.add_argument("--draws", type=int, default=200, help="random draws per k in the few-shot simulation")
     args = parser.parse_args()
 
     if not args.skip_cpu:
@@ -56,15 +59,68 @@ def main() -> None:
             f"{100 * cal['uncalibrated_median_ape']:.1f}% (reference); scale {cal['scale']:.3f}, "
             f"offset {cal['offset_ms']:.3f} ms"
         )
-    print("# phone predictors: nested leave-one-model-out absolute percentage error (reference: MACs-proportional)")
+    phones(args.seed, args.draws)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f}%"
+
+
+def phones(seed: int, draws: int) -> None:
+    """Every phone figure of issue 12 in one run: hold-out errors with their bias, intervals and their
+    coverage, the independent test, in-family ranking and the few-shot calibration curve."""
+    from nas.latency.predict import INTERVAL_LEVEL, few_shot_curve, fit_cost_model, timm_network
+
+    start = time.time()
+    print("# phone predictors, fitted to latency_tables/published/published_latency.csv (use=fit rows)")
+    print("# nested hold-out absolute percentage error, mean (signed mean); reference: MACs-proportional LOO")
     for device in ("iphone12", "iphone14", "pixel6"):
         m = fit_cost_model(device)
+        fam, one = m.held_out["family"], m.held_out["model"]
+        fam_iv, model_iv = m.intervals["family"], m.intervals["model"]
         print(
-            f"{device:<9} mean {100 * m.nested_loo_mean:5.1f}%  median {100 * m.nested_loo_median:5.1f}%  "
-            f"(chosen model's LOO {100 * m.loo_mean:.1f}%; MACs-only {100 * m.macs_only_loo_mean:.1f}%; "
-            f"ratio {m.nested_loo_mean / m.macs_only_loo_mean:.2f}; {len(m.fitted_on)} models; "
-            f"grouping {m.grouping}, r={m.ratio:g})"
+            f"{device:<9} leave-one-family-out {_pct(fam['mean'])} ({100 * fam['signed_mean']:+.1f}%)  "
+            f"leave-one-model-out {_pct(one['mean'])} ({100 * one['signed_mean']:+.1f}%)  "
+            f"MACs-only {_pct(m.macs_only_loo_mean)}  ratio {one['mean'] / m.macs_only_loo_mean:.2f}  "
+            f"{len(m.fitted_on)} models; {m.candidate.grouping}, r={m.candidate.ratio:g}, "
+            f"terms {list(m.candidate.terms) or 'none'}"
         )
+        print(
+            f"{'':<9} {100 * INTERVAL_LEVEL:.0f}% intervals: unseen family x{fam_iv['low_factor']:.2f}..x"
+            f"{fam_iv['high_factor']:.2f} (held-out coverage {100 * fam_iv['coverage']:.0f}%), fitted family "
+            f"x{model_iv['low_factor']:.2f}..x{model_iv['high_factor']:.2f} "
+            f"(coverage {100 * model_iv['coverage']:.0f}%); "
+            "campaign factors " + ", ".join(f"{k.split('/')[1]} {v:.2f}" for k, v in m.campaign_factors.items())
+        )
+        if m.in_family_tau:
+            print(
+                f"{'':<9} in-family Kendall tau (leave-one-family-out predictions): "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in m.in_family_tau.items())
+            )
+        if m.test:
+            t = m.test
+            print(
+                f"{'':<9} independent test ({', '.join(t['families'])}; never fitted): mean {_pct(t['mean'])} "
+                f"(signed {100 * t['signed_mean']:+.1f}%), median {_pct(t['median'])}, {t['n_models']} models, "
+                f"interval coverage {100 * t['interval_coverage']:.0f}%; in-family tau "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in t["in_family_kendall_tau"].items())
+            )
+    fused = [n for n in ("mobileone_s0", "fastvit_t8", "repvit_m0_9") if timm_network(n).fusion == "fused"]
+    print(f"# fused before pricing: {', '.join(fused)} (re-parameterised on the CPU, recorded on meta)")
+    print(f"# few-shot calibration to a new phone: mean APE on its other models, {draws} random draws per k")
+    for new, prior, label in (
+        ("iphone14", "iphone12", "iPhone 14 from the iPhone 12 model (both neural engines)"),
+        ("pixel6-cpu", "iphone12-cpu-2022", "Pixel 6 CPU from the iPhone 12 CPU model (both CPUs)"),
+    ):
+        curve = few_shot_curve(new, prior, draws=draws, seed=seed)
+        print(
+            f"{label}: "
+            + "  ".join(
+                f"k={k} {_pct(v['mean']).strip()} (p10-p90 {100 * v['p10']:.0f}-{100 * v['p90']:.0f}%)"
+                for k, v in curve.items()
+            )
+        )
+    print(f"# phones done in {time.time() - start:.0f} s")
 
 
 if __name__ == "__main__":

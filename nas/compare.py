@@ -318,7 +318,7 @@ def _train_and_report(
         else [None] * len(networks)
     )
 
-    rows = _rows(networks, trained, supernet_top1, len(seeds), cost, img_size, num_classes)
+    rows = _rows(networks, trained, supernet_top1, len(seeds), cost, img_size, num_classes, table)
     result = {
         "objective": {"name": objective.name, "target": objective.target},
         "space": space.name,
@@ -339,7 +339,7 @@ def _train_and_report(
 
 
 def _rows(
-    networks, trained: list[dict], supernet_top1: list, n_seeds: int, cost, img_size: int, num_classes: int
+    networks, trained: list[dict], supernet_top1: list, n_seeds: int, cost, img_size: int, num_classes: int, table=None
 ) -> list[dict]:
     """One row per network: its seeds' top-1 (mean, std, each), supernet top-1 and costs."""
     rows = []
@@ -360,6 +360,11 @@ def _rows(
                 "params": c.params,
                 "macs": count_macs(arch, img_size, num_classes),
                 "latency_ms": c.latency_ms,
+                "latency_interval_ms": (
+                    list(table.interval(c.latency_ms))
+                    if table is not None and c.latency_ms is not None and table.interval(c.latency_ms)
+                    else None
+                ),
                 "mes": c.mes,
                 "digest": arch.digest,
                 "arch": arch.to_dict(),
@@ -443,6 +448,8 @@ CSV_FIELDS = (
     "params",
     "macs",
     "latency_ms",
+    "latency_low_ms",
+    "latency_high_ms",
     "mes",
     "digest",
     "top1_seeds",
@@ -452,7 +459,16 @@ CSV_FIELDS = (
 def to_csv(rows: list[dict]) -> str:
     """The comparison rows as CSV (columns ``CSV_FIELDS``; the per-seed top-1 space-separated)."""
     return csv_text(
-        [{**r, "top1_seeds": " ".join(f"{v:.6f}" for v in r.get("top1_seeds", []))} for r in rows], CSV_FIELDS
+        [
+            {
+                **r,
+                "top1_seeds": " ".join(f"{v:.6f}" for v in r.get("top1_seeds", [])),
+                "latency_low_ms": (r.get("latency_interval_ms") or [None, None])[0],
+                "latency_high_ms": (r.get("latency_interval_ms") or [None, None])[1],
+            }
+            for r in rows
+        ],
+        CSV_FIELDS,
     )
 
 
@@ -464,11 +480,12 @@ def table_lines(rows: list[dict]) -> list[str]:
     """The comparison as a Markdown table (also what the CLI prints)."""
     ema = any(r.get("top1_ema") is not None for r in rows)
     supernet = any(r.get("supernet_top1") is not None for r in rows)
+    intervals = any(r.get("latency_interval_ms") for r in rows)
     head = (
         "| network | top-1 (%) |"
         + (" top-1 EMA (%) |" if ema else "")
         + (" supernet top-1 (%) |" if supernet else "")
-        + " params (M) | MACs (M) | latency (ms) | MES | digest |"
+        + f" params (M) | MACs (M) | latency (ms{', interval' if intervals else ''}) | MES | digest |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -482,7 +499,8 @@ def table_lines(rows: list[dict]) -> list[str]:
         cells += [
             _fmt(r["params"] / 1e6, ".3f"),
             _fmt(r["macs"] / 1e6, ".1f"),
-            _fmt(r["latency_ms"], ".3f"),
+            _fmt(r["latency_ms"], ".3f")
+            + (" ({:.3f}–{:.3f})".format(*r["latency_interval_ms"]) if r.get("latency_interval_ms") else ""),
             _fmt(r["mes"], ".1f"),
             f"`{r['digest']}`",
         ]

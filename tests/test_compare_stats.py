@@ -90,3 +90,27 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
     }
     assert main([*argv[:-1], "--resume", "--seeds", "3"]) == 2
     assert "cannot resume with a different seeds (2 in the run, 3 now)" in capsys.readouterr().err
+
+
+def test_compare_table_shows_latency_intervals():
+    from nas.compare import table_lines, to_csv
+
+    row = {
+        "network": "searched",
+        "kind": "searched",
+        "top1": 0.5,
+        "top1_std": 0.0,
+        "top1_seeds": [0.5],
+        "params": 1e6,
+        "macs": 1e8,
+        "latency_ms": 1.0,
+        "latency_interval_ms": [0.8, 1.25],
+        "mes": 170.0,
+        "digest": "abc",
+    }
+    lines = table_lines([row, {**row, "network": "random-0", "kind": "random", "latency_interval_ms": None}])
+    assert "latency (ms, interval)" in lines[0] and "| 1.000 (0.800–1.250) |" in lines[2]
+    assert "| 1.000 |" in lines[3]
+    csv_lines = to_csv([row]).splitlines()
+    assert "latency_low_ms,latency_high_ms" in csv_lines[0] and ",0.8,1.25," in csv_lines[1]
+    assert "interval" not in table_lines([{**row, "latency_interval_ms": None}])[0]

@@ -38,6 +38,8 @@ def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["mes"] >= 400 and "predicted on iphone12" in result["latency_source"]
+    lo, hi = result["latency_interval_ms"]  # the predicted latency's 80% interval, from the table's header
+    assert lo < result["latency_ms"] < hi
     steps = [json.loads(line) for line in (out / "search.jsonl").read_text().splitlines()]
     assert len(steps) == result["steps"] > 0
     assert {"action", "delta_accuracy", "gain", "accuracy", "params", "latency_ms", "mes"} <= set(steps[0])
@@ -55,7 +57,8 @@ def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
     saved = json.loads((out / "state.json").read_text())["steps"][0]["screen"]
     assert all(("arch" in r) == (r["accuracy"] is not None) for r in saved)
     assert ArchConfig.load(out / "arch.yaml").digest == result["digest"]
-    assert (out / "trajectory.png").stat().st_size > 0 and "| step |" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert (out / "trajectory.png").stat().st_size > 0 and "| step |" in summary and "(80% interval)" in summary
     assert main(argv) == 2  # the folder holds a search
     assert "pass --resume" in capsys.readouterr().err
     # Resume from the state after step 1: the same path, with cached evaluations.

@@ -66,10 +66,17 @@ def run(args: argparse.Namespace) -> int:
     ]
     if h.source == "predicted":
         e = h.error
+        fam, one = e["leave_one_family_out"], e["leave_one_model_out"]
         lines.append(
-            f"error        nested leave-one-model-out mean APE {100 * e['value']:.1f}% "
-            f"(median {100 * e['median']:.1f}%, {e['n_models']} published models; "
-            f"MACs-proportional baseline {100 * e['macs_only_loo_mean']:.1f}%)"
+            f"error        nested leave-one-family-out mean APE {100 * fam['mean']:.1f}% "
+            f"(signed {100 * fam['signed_mean']:+.1f}%); leave-one-model-out {100 * one['mean']:.1f}% "
+            f"(signed {100 * one['signed_mean']:+.1f}%); {e['n_models']} published models; "
+            f"MACs-proportional baseline {100 * e['macs_only_loo_mean']:.1f}%"
+        )
+        iv = e["interval"]
+        lines.append(
+            f"interval     {100 * iv['level']:.0f}%: x{iv['low_factor']:.2f} to x{iv['high_factor']:.2f} "
+            f"of a prediction (held-out coverage {100 * iv['coverage_held_out']:.0f}%)"
         )
     else:
         cal = h.method["calibration"]

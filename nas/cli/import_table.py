@@ -14,12 +14,13 @@ def add_parser(sub) -> None:
         help="make a table from timings measured on a phone",
         description="Reads the CSV (id,latency_ms) filled in on the phone for the blocks and networks "
         "of a `nas export-blocks` manifest and writes an `imported` latency table; "
-        "with --refit the network timings also refit the phone predictor.",
+        "with --refit the network timings calibrate the phone predictor (few-shot: a scale for 1-2 "
+        "networks, every weight pulled towards the published model's for 3 or more).",
     )
     p.add_argument("csv", metavar="CSV")
     p.add_argument("--manifest", required=True, help="manifest.json written by nas export-blocks")
     p.add_argument("--out", help="table path (default: latency_tables/DEVICE/SPACE-SIZE.json)")
-    p.add_argument("--refit", action="store_true", help="add the network timings to the predictor's facts and refit")
+    p.add_argument("--refit", action="store_true", help="calibrate the predictor to the network timings")
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -38,9 +39,15 @@ def run(args: argparse.Namespace) -> int:
     result = {"path": str(table.path), "error": table.header.error}
     if refitted is not None:
         e = refitted.header.error
+        cal = e["calibration"]
+        loo = cal["leave_one_out"]
         lines.append(
-            f"refit        {refitted.path}: nested leave-one-model-out mean APE {100 * e['value']:.1f}% "
-            f"over {e['n_models']} networks"
+            f"refit        {refitted.path}: calibrated on {cal['k']} timed networks ({cal['method']}); "
+            + (
+                f"leave-one-out mean APE over them {100 * loo['mean']:.1f}%"
+                if isinstance(loo, dict)
+                else "error not estimated (fewer than 3 networks)"
+            )
         )
         result["refit"] = {"path": str(refitted.path), "error": e}
     emit(result, args.json, lines)

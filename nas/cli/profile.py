@@ -7,6 +7,7 @@ import argparse
 from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.core.errors import NasError
 from nas.latency import LatencyTable, get_device
+from nas.latency.predict import INTERVAL_LEVEL
 from nas.metrics import count_macs, count_params, mes
 from nas.space import find_space
 from supernets import get_family
@@ -81,15 +82,18 @@ def run(args: argparse.Namespace) -> int:
     if args.device:
         table = LatencyTable.load(args.device, space, args.img_size, path=args.table)
         latency = table.latency(arch)  # as nas search prices it: params with this head, latency with the table's
+        interval = table.interval(latency)
         result.update(
             device=args.device,
             latency_ms=latency,
+            latency_interval_ms=list(interval) if interval else None,
+            interval_level=table.interval_level if interval else None,
             latency_source=table.header.source,
             latency_error=table.header.error,
             mes=mes(params, latency),
         )
         lines += [
-            f"latency      {latency:.3f} ms on {args.device}  [{table.describe_source()}]",
+            f"latency      {table.format_latency(latency)} on {args.device}  [{table.describe_source()}]",
             f"MES          {mes(params, latency):.1f}  (100 x (params/3M)^-0.5 x (latency/1 ms)^-1)",
         ]
     if arch.block_types:
@@ -122,56 +126,63 @@ def pricing_defaults(arch: str) -> dict:
 
 
 def run_timm(args: argparse.Namespace) -> int:
-    """Price a timm model: predicted for phones (cost model), measured end to end for local devices."""
+    """Price a timm model as it runs (re-parameterised where timm can fuse it): predicted for phones
+    (cost model, with its interval), measured end to end for local devices."""
     args.img_size = args.img_size or 224
     args.num_classes = args.num_classes or 1000
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     if not args.device:
         raise NasError("--timm needs --device (e.g. --device iphone12)")
     device = get_device(args.device)
-    from nas.latency.predict import create_timm_model, timm_ops
+    from nas.latency.predict import fused_timm_model, timm_network
 
-    timm_ops(args.timm, args.img_size)  # one clear error if timm cannot build it
-    meta = create_timm_model(args.timm, args.img_size, device="meta", num_classes=args.num_classes).eval()
-    params = sum(p.numel() for p in meta.parameters())
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        meta(torch.empty(1, 3, args.img_size, args.img_size, device="meta"))
-    macs = counter.get_total_flops() // 2
+    net = timm_network(args.timm, args.img_size, args.num_classes)
+    macs = sum(op.macs for op in net.ops)
+    interval = None
     if device.kind == "phone":
-        from nas.latency.predict import fit_cost_model
+        from nas.latency.predict import device_cost_model, timm_family
 
-        model = fit_cost_model(args.device)
-        latency = model.predict_ops(timm_ops(args.timm, args.img_size))
+        model = device_cost_model(args.device)
+        latency = model.predict_ops(net.ops)
+        family = timm_family(args.timm, model.fitted_families)
+        interval = model.interval(latency, family)
+        fam, loo = model.held_out["family"], model.held_out["model"]
         source = (
             f"predicted for {args.device} by a cost model fitted to {len(model.fitted_on)} published models; "
-            f"nested leave-one-model-out mean APE {100 * model.nested_loo_mean:.1f}%"
+            f"nested leave-one-family-out mean APE {100 * fam['mean']:.1f}% (signed {100 * fam['signed_mean']:+.1f}%), "
+            f"leave-one-model-out {100 * loo['mean']:.1f}%"
         )
     else:
         from nas.latency.measure import Timer, TimingConfig
 
-        net = create_timm_model(args.timm, args.img_size, num_classes=args.num_classes)
-        latency = Timer(args.device, TimingConfig()).time(net, torch.randn(1, 3, args.img_size, args.img_size))
+        model_cpu, _ = fused_timm_model(args.timm, args.img_size, args.num_classes)
+        latency = Timer(args.device, TimingConfig()).time(model_cpu, torch.randn(1, 3, args.img_size, args.img_size))
         source = f"measured end to end on {args.device} ({device.runtime}, batch 1, 1 thread)"
     result = {
         "timm_model": args.timm,
         "img_size": args.img_size,
         "num_classes": args.num_classes,
-        "params": params,
+        "params": net.params,
         "macs": macs,
+        "fusion": net.fusion,
         "device": args.device,
         "latency_ms": latency,
+        "latency_interval_ms": list(interval) if interval else None,
+        "interval_level": INTERVAL_LEVEL if interval else None,
         "latency_source": source,
-        "mes": mes(params, latency),
+        "mes": mes(net.params, latency),
     }
+    shown = f"{latency:.3f} ms" + (
+        f" ({interval[0]:.3f}–{interval[1]:.3f}, {100 * INTERVAL_LEVEL:.0f}%)" if interval else ""
+    )
     lines = [
-        f"timm model   {args.timm}",
+        f"timm model   {args.timm}  ({net.fusion})",
         f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
-        f"params       {params / 1e6:.3f} M",
+        f"params       {net.params / 1e6:.3f} M  (the graph priced)",
         f"MACs         {macs / 1e9:.3f} G",
-        f"latency      {latency:.3f} ms  [{source}]",
-        f"MES          {mes(params, latency):.1f}",
+        f"latency      {shown}  [{source}]",
+        f"MES          {mes(net.params, latency):.1f}",
     ]
     emit(result, args.json, lines)
     return 0

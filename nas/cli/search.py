@@ -118,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         emit(result, args.json, lines)
         return 0
     lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
+    if result.get("latency_interval_ms"):
+        lo, hi = result["latency_interval_ms"]
+        lat += f" ({lo:.3f}–{hi:.3f})"
     mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
     lines = [
         f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated; "

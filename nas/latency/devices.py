@@ -21,6 +21,8 @@ class Device:
     dtype: str
     description: str
     published: str | None = None  # the device's name in latency_tables/published/published_latency.csv
+    #: The campaign whose setup (OS, runtime) the device's predicted table describes (factor 1).
+    reference_campaign: str | None = None
 
 
 DEVICES: dict[str, Device] = {
@@ -42,6 +44,7 @@ DEVICES: dict[str, Device] = {
             "float16",
             "Apple iPhone 12, Core ML, batch 1 (EfficientFormerV2 tab. 2)",
             published="iphone12",
+            reference_campaign="2212.08059-tab2",
         ),
         Device(
             "iphone14",
@@ -50,6 +53,7 @@ DEVICES: dict[str, Device] = {
             "float16",
             "Apple iPhone 14, Core ML, batch 1 (SwiftFormer tab. 2)",
             published="iphone14",
+            reference_campaign="2303.15446-tab2",
         ),
         Device(
             "pixel6",
@@ -58,6 +62,7 @@ DEVICES: dict[str, Device] = {
             "float32",
             "Google Pixel 6 CPU, batch 1, ReLU in every model (EfficientFormerV2 tab. 2)",
             published="pixel6-cpu",
+            reference_campaign="2212.08059-tab2",
         ),
     )
 }

@@ -25,7 +25,7 @@ from nas.export import to_coreml
 from nas.latency.devices import get_device
 from nas.latency.fit import relative_nnls
 from nas.latency.opcount import record_ops
-from nas.latency.predict import Fact, build_predicted_table, fit_cost_model
+from nas.latency.predict import Fact, build_predicted_table, calibrate, device_cost_model
 from nas.latency.table import (
     LatencyTable,
     TableHeader,
@@ -258,6 +258,8 @@ def import_table(
 
 
 def _refit(device, space, img_size, num_classes, networks, timings, imported_path: Path) -> LatencyTable:
+    """Few-shot calibration of the device's cost model to the whole networks timed on the phone
+    (:func:`nas.latency.predict.calibrate`), then a predicted table from it."""
     if not networks:
         raise NasError("--refit needs whole-network timings in the CSV (the manifest's n.. rows)")
     facts = [
@@ -271,10 +273,12 @@ def _refit(device, space, img_size, num_classes, networks, timings, imported_pat
                     (1, 3, img_size, img_size),
                 )
             ),
+            campaign=f"{device}/imported",
+            family=arch.family,
         )
         for item, arch in networks
     ]
-    model = fit_cost_model(device, extra_facts=facts)
+    model = calibrate(device_cost_model(device), facts)
     table = build_predicted_table(device, space, img_size, num_classes, model=model, progress=False)
     table.save(imported_path.with_name(imported_path.stem + ".refit-predicted.json"))
     return table

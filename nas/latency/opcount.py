@@ -89,6 +89,9 @@ class OpCost:
     kind: str
     macs: int
     elems: int
+    op: str = ""  # the ATen operator (e.g. ``gelu``, ``_softmax``)
+    out_elems: int = 0  # elements of its output (the activation it writes)
+    rank: int = 4  # dimensions of its output: 4 for image-layout tensors, 3 or 2 for token-layout ones
 
 
 def _numel(value) -> int:
@@ -96,6 +99,14 @@ def _numel(value) -> int:
         return value.numel()
     if isinstance(value, (list, tuple)):
         return sum(_numel(v) for v in value)
+    return 0
+
+
+def _rank(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.dim()
+    if isinstance(value, (list, tuple)) and value:
+        return _rank(value[0])
     return 0
 
 
@@ -124,7 +135,7 @@ class _Recorder(TorchDispatchMode):
         else:
             kind = "layout" if name in _LAYOUT else "reduce" if name in _REDUCE else "elem"
             inputs = sum(_numel(a) for a in args if isinstance(a, torch.Tensor))
-        self.ops.append(OpCost(kind, int(macs), int(inputs + _numel(out) + weights)))
+        self.ops.append(OpCost(kind, int(macs), int(inputs + _numel(out) + weights), name, _numel(out), _rank(out)))
         return out
 
 

@@ -1,34 +1,48 @@
 """Predicted phone latencies: a per-operator cost model fitted to published whole-model latencies.
 
-Each model (or block) is described by its operators (:mod:`nas.latency.opcount`). An operator costs
-``max(MACs, r * elements touched)``: compute-bound or memory-bound, whichever is slower (a
-roofline with one ratio ``r``). Operator costs are summed within groups of operator kinds, and the
-latency is a non-negative combination of the group sums plus a fixed per-network overhead, fitted
-by non-negative least squares on relative error to the author-reported latencies shipped in
-``latency_tables/published/``.
+Each network is described by the operators of the graph that runs on the phone: timm models are
+re-parameterised first where timm can fuse them (MobileOne, FastViT, RepViT, LeViT...), because
+published latencies are those of the fused model. An operator costs ``max(MACs, r * elements
+touched)``: compute-bound or memory-bound, whichever is slower (a roofline with one ratio ``r``).
+Operator costs are summed within groups of operator kinds; a few *hardware terms* describe what a
+neural engine does beyond arithmetic (attention maps through softmax, non-linearities the compiler
+does not fuse, LayerNorm and GroupNorm, which do not fold into a convolution as BatchNorm does).
+The latency is a non-negative combination of those sums plus a fixed per-network overhead, times a
+factor per measurement campaign (papers measured the same chip under different iOS and Core ML
+versions; one factor per campaign is cheaper than a model per campaign).
+The campaign the device's table describes has factor 1. Weights are fitted by non-negative least
+squares on relative error to the author-reported latencies in ``latency_tables/published/``.
 
-The grouping and ``r`` are chosen among a few candidates by leave-one-model-out error. The error
-reported for a device is *nested* leave-one-model-out: for every published model, the whole
-procedure (choice of grouping and ``r``, then the fit) is rerun without it and the model is
-predicted. That is the honest estimate of how wrong a prediction for an unseen network is.
+The grouping, ``r`` and the hardware terms are chosen among a few candidates by leave-one-family-out
+error. How wrong a prediction is gets estimated *nested*: the whole procedure (choice, then fit) is
+rerun without the held-out models and they are predicted. Two hold-outs are reported: one model at
+a time (its siblings stay in the fit) and one family at a time (every model of the family held out,
+the honest estimate for a network unlike anything fitted). The signed mean shows a bias. An 80%
+split-conformal interval comes from the held-out residuals: leave-one-model-out ones for a network
+of a fitted family (a sub-network of a searched space whose family is in the fit), leave-one-family-out
+ones otherwise. Published rows marked
+``use=test`` (RepViT, MobileOne, FastViT, Next-ViT) are never fitted or used for choices: they are
+an independent check of the error and of the interval's coverage.
 """
 
 from __future__ import annotations
 
 import csv
 import logging
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import lsq_linear, nnls
+from scipy.stats import kendalltau
 
 from nas.blocks import block_input_shape, build_block, reachable_signatures
 from nas.core.errors import NasError
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
-from nas.latency.devices import get_device
-from nas.latency.fit import relative_nnls
+from nas.latency.devices import DEVICES, get_device
 from nas.latency.opcount import OpCost, record_ops
 from nas.latency.table import (
     LatencyTable,
@@ -46,9 +60,95 @@ GROUPINGS: dict[str, tuple[tuple[str, ...], ...]] = {
     "all": (("conv", "dw", "fc", "bmm", "elem", "layout", "reduce"),),
     "matmul|attention|memory": (("conv", "dw", "fc"), ("bmm",), MEMORY_KINDS),
     "conv|linear|attention|memory": (("conv", "dw"), ("fc",), ("bmm",), MEMORY_KINDS),
+    "matmul|attention|elementwise|layout": (("conv", "dw", "fc"), ("bmm",), ("elem", "reduce"), ("layout",)),
 }
 #: Candidate roofline ratios r (MACs per element moved at which an operator turns compute-bound).
-RATIOS = (0.0, 10.0, 30.0, 100.0, 300.0)
+RATIOS = (0.0, 10.0, 30.0, 100.0)
+_SOFTMAX = {"_softmax", "_safe_softmax"}
+_SLOW_ACTIVATIONS = {"hardswish", "silu", "sigmoid", "hardsigmoid"}
+_NORMS = {"native_layer_norm", "native_group_norm"}
+
+
+def _attention_maps(ops) -> float:
+    # Softmax over token-by-token maps: the operator Core ML cannot fuse into a matmul (EfficientFormer §3).
+    return sum(op.elems for op in ops if op.op in _SOFTMAX) / 1e7
+
+
+def _activations(ops) -> float:
+    # Non-linearities whose cost depends on the compiler (EfficientFormer §3, observation 4: HardSwish
+    # is slow on the iPhone 12's Core ML); ReLU and GELU run fused.
+    return sum(op.elems for op in ops if op.op in _SLOW_ACTIVATIONS) / 1e7
+
+
+def _norms(ops) -> float:
+    # LayerNorm and GroupNorm stay in the graph, where BatchNorm folds into the convolution
+    # (EfficientFormer §3, observation 3: CONV-BN is faster than LN-Linear).
+    return sum(op.elems for op in ops if op.op in _NORMS) / 1e7
+
+
+#: Hardware terms a candidate may add, each one fitted weight (ms per unit).
+HARDWARE_TERMS = {
+    "attention maps": _attention_maps,
+    "activations": _activations,
+    "norms": _norms,
+}
+TERM_UNITS = {
+    "attention maps": "1e7 elements through softmax",
+    "activations": "1e7 elements through HardSwish, SiLU, sigmoid or HardSigmoid",
+    "norms": "1e7 elements through LayerNorm or GroupNorm",
+}
+TERM_SETS = (
+    (),
+    ("attention maps",),
+    ("activations",),
+    ("norms",),
+    ("attention maps", "activations"),
+    ("attention maps", "norms"),
+)
+#: Nominal coverage of the prediction intervals.
+INTERVAL_LEVEL = 0.8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One choice of features: operator grouping, roofline ratio and hardware terms."""
+
+    grouping: str
+    ratio: float
+    terms: tuple[str, ...] = ()
+
+    def features(self, ops) -> np.ndarray:
+        """Group sums of per-operator roofline costs (G-units) and the hardware terms, without intercept."""
+        groups = GROUPINGS[self.grouping]
+        out = np.zeros(len(groups) + len(self.terms))
+        for op in ops:
+            cost = max(op.macs, self.ratio * op.elems)
+            for g, kinds in enumerate(groups):
+                if op.kind in kinds:
+                    out[g] += cost
+        out[: len(groups)] /= 1e9
+        for t, term in enumerate(self.terms):
+            out[len(groups) + t] = HARDWARE_TERMS[term](ops)
+        return out
+
+    def labels(self) -> list[str]:
+        return ["+".join(g) for g in GROUPINGS[self.grouping]] + list(self.terms)
+
+
+CANDIDATES = tuple(Candidate(g, r, t) for g in GROUPINGS for r in RATIOS for t in TERM_SETS)
+
+
+@dataclass(frozen=True)
+class PricedNetwork:
+    """The graph a latency is predicted for: its operators, parameters and whether it was fused."""
+
+    ops: tuple[OpCost, ...] = field(repr=False)
+    params: int
+    fusion: str  # "fused", "nothing to fuse" or "not fused: <why>"
+
+    @property
+    def fused_ok(self) -> bool:
+        return not self.fusion.startswith("not fused")
 
 
 @dataclass(frozen=True)
@@ -59,6 +159,8 @@ class Fact:
     latency_ms: float
     source: str
     ops: tuple[OpCost, ...] = field(repr=False, compare=False)
+    campaign: str = ""
+    family: str = ""
 
 
 def published_csv() -> Path:
@@ -80,138 +182,530 @@ def create_timm_model(model_name: str, img_size: int = 224, **kwargs):
         raise NasError(f"timm cannot build {model_name!r}: {str(exc).splitlines()[0]}") from None
 
 
+def _fusable(model) -> bool:
+    # What timm.models.reparameterize_model acts on.
+    return any(
+        hasattr(m, "fuse") or hasattr(m, "reparameterize") or hasattr(m, "switch_to_deploy")
+        for m in model.modules()
+        if m is not model
+    )
+
+
+def fused_timm_model(model_name: str, img_size: int = 224, num_classes: int = 1000, device: str = "cpu"):
+    """A timm model as it runs at inference: ``(model, fusion)``, re-parameterised where timm can fuse
+    it (``fusion`` is ``"fused"``, ``"nothing to fuse"`` or ``"not fused: <why>"``).
+
+    Fusion needs real tensors (it fails on the meta device for MobileOne and FastViT), so a fusable
+    model is built on the CPU and fused there (seconds); ``device="meta"`` then only moves it.
+    """
+    from timm.models import reparameterize_model
+
+    model = create_timm_model(model_name, img_size, device="meta", num_classes=num_classes)
+    if not _fusable(model):
+        if device != "meta":
+            model = create_timm_model(model_name, img_size, num_classes=num_classes).eval().to(device)
+        return model, "nothing to fuse"
+    model = create_timm_model(model_name, img_size, num_classes=num_classes).eval()
+    try:
+        model = reparameterize_model(model, inplace=True)
+        fusion = "fused"
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the unfused graph, said so
+        fusion = f"not fused: {type(exc).__name__}" + (f": {str(exc).splitlines()[0]}" if str(exc) else "")
+        log.warning("%s: timm cannot re-parameterise it (%s); pricing the unfused graph", model_name, fusion)
+        model = create_timm_model(model_name, img_size, num_classes=num_classes).eval()
+    return model.to(device), fusion
+
+
 @cache
+def timm_network(model_name: str, img_size: int = 224, num_classes: int = 1000) -> PricedNetwork:
+    """The graph of a timm model that runs on a phone (:func:`fused_timm_model`): its operators
+    (recorded on the meta device), parameters and fusion status."""
+    model, fusion = fused_timm_model(model_name, img_size, num_classes, device="meta")
+    params = sum(p.numel() for p in model.parameters())
+    return PricedNetwork(tuple(record_ops(model, (1, 3, img_size, img_size))), params, fusion)
+
+
+def timm_family(model_name: str, families) -> str | None:
+    """The family of a timm model among ``families``: the published CSV's, else the longest family
+    name the model's name starts with (``efficientformerv2_s0`` -> ``efficientformerv2``)."""
+    for row in _csv_rows():
+        if row.get("timm_model") == model_name and row.get("family") in families:
+            return row["family"]
+    matches = [f for f in families if model_name.startswith(f)]
+    return max(matches, key=len) if matches else None
+
+
 def timm_ops(model_name: str, img_size: int = 224) -> tuple[OpCost, ...]:
     """Operators of a timm model at ``img_size``, re-parameterised first where timm can fuse it."""
-    from timm.utils.model import reparameterize_model
-
-    model = create_timm_model(model_name, img_size, device="meta")
-    try:
-        model = reparameterize_model(model)
-    except Exception:  # noqa: BLE001 - fusing is best effort; the unfused model is still priceable
-        log.debug("%s: no re-parameterisation on the meta device", model_name)
-    return tuple(record_ops(model, (1, 3, img_size, img_size)))
+    return timm_network(model_name, img_size).ops
 
 
-def published_facts(device: str) -> list[Fact]:
-    """The published latencies of ``device``'s campaign whose models timm can build."""
-    spec = get_device(device)
-    if spec.published is None:
-        raise NasError(f"device {device} has no published measurements; it is measured locally")
+def _csv_rows() -> list[dict]:
     path = published_csv()
     try:
-        rows = list(csv.DictReader(path.open(encoding="utf-8")))
+        return list(csv.DictReader(path.open(encoding="utf-8")))
     except FileNotFoundError:
         raise NasError(f"{path}: published latencies not found") from None
+
+
+def facts_of(label: str, use: str = "fit") -> list[Fact]:
+    """The published latencies of a CSV device label (``iphone12``, ``pixel6-cpu``...) marked
+    ``use`` (``fit`` or ``test``) whose models timm can build."""
     facts = []
-    for row in rows:
-        if row.get("device") != spec.published or not row.get("timm_model"):
+    for row in _csv_rows():
+        if row.get("device") != label or not row.get("timm_model") or row.get("use", "fit") != use:
             continue
         facts.append(
             Fact(
                 row["timm_model"],
                 float(row["latency_ms"]),
                 f"{row['campaign']} ({row['paper_model']})",
-                timm_ops(row["timm_model"]),
+                timm_network(row["timm_model"], int(row.get("img_size") or 224)).ops,
+                campaign=f"{label}/{row['campaign']}",
+                family=row.get("family") or row["timm_model"],
             )
         )
-    if len(facts) < 4:
-        raise NasError(f"{path}: only {len(facts)} usable published latencies for {device}; need at least 4")
     return facts
 
 
-def features(ops, grouping: str, ratio: float) -> np.ndarray:
-    """Group sums of per-operator roofline costs (in G-units), without the intercept column."""
-    groups = GROUPINGS[grouping]
-    out = np.zeros(len(groups))
-    for op in ops:
-        cost = max(op.macs, ratio * op.elems)
-        for g, kinds in enumerate(groups):
-            if op.kind in kinds:
-                out[g] += cost
-    return out / 1e9
+def published_facts(device: str, use: str = "fit") -> list[Fact]:
+    """The published latencies of ``device``'s chip (every campaign) whose models timm can build."""
+    spec = get_device(device)
+    if spec.published is None:
+        raise NasError(f"device {device} has no published measurements; it is measured locally")
+    facts = facts_of(spec.published, use)
+    if use == "fit" and len(facts) < 4:
+        raise NasError(f"{published_csv()}: only {len(facts)} usable published latencies for {device}; need at least 4")
+    return facts
 
 
-def _design(facts: list[Fact], grouping: str, ratio: float) -> np.ndarray:
-    X = np.array([features(f.ops, grouping, ratio) for f in facts])
+# --- fitting ----------------------------------------------------------------------------------
+
+
+def _design(facts: list[Fact], candidate: Candidate) -> np.ndarray:
+    X = np.array([candidate.features(f.ops) for f in facts])
     return np.hstack([X, np.ones((len(facts), 1))])
 
 
-def _fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return relative_nnls(X, y)
+def _nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    try:
+        return nnls(A, b)[0]
+    except RuntimeError:  # scipy's active-set NNLS can cycle on near-degenerate designs; a bounded solver does not
+        return lsq_linear(A, b, bounds=(0, np.inf)).x
 
 
-def _loo_errors(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+def fit_weights(
+    X: np.ndarray, y: np.ndarray, campaigns: list[str], reference: str | None, iterations: int = 12
+) -> tuple[np.ndarray, dict[str, float]]:
+    """Non-negative ``w`` and a factor per campaign minimising ``sum(((f_c * X @ w - y) / y) ** 2)``
+    (every model's error counts in percent), with the ``reference`` campaign's factor fixed at 1.
+    Alternates: weights by NNLS given the factors, then each factor in closed form given the weights."""
+    names = sorted(set(campaigns))
+    if reference not in names:
+        reference = max(names, key=campaigns.count)
+    factors = dict.fromkeys(names, 1.0)
+    index = np.array([names.index(c) for c in campaigns])
+    for _ in range(iterations if len(names) > 1 else 1):
+        scale = np.array([factors[n] for n in names])[index]
+        w = _nnls(X * (scale / y)[:, None], np.ones(len(y)))
+        q = (X @ w) / y
+        for i, name in enumerate(names):
+            if name != reference:
+                qi = q[index == i]
+                factors[name] = float(qi.sum() / (qi @ qi)) if qi @ qi > 0 else 1.0
+    return w, factors
+
+
+def _held_out(designs, y, campaigns, reference, groups, choose) -> tuple[np.ndarray, list[Candidate]]:
+    """Relative errors of each group's models, predicted by the procedure run without that group.
+    ``choose(keep)`` picks the candidate from the kept models; a held-out campaign factor is 1."""
     errors = np.empty(len(y))
-    for i in range(len(y)):
-        keep = np.arange(len(y)) != i
-        errors[i] = abs(X[i] @ _fit(X[keep], y[keep]) - y[i]) / y[i]
-    return errors
+    chosen = []
+    groups = np.asarray(groups)
+    for g in dict.fromkeys(groups):
+        out = groups == g
+        keep = ~out
+        candidate = choose(keep)
+        chosen.append(candidate)
+        kept_campaigns = [c for c, k in zip(campaigns, keep) if k]
+        w, factors = fit_weights(designs[candidate][keep], y[keep], kept_campaigns, reference)
+        f = np.array([factors.get(c, 1.0) for c, o in zip(campaigns, out) if o])
+        errors[out] = (f * (designs[candidate][out] @ w) - y[out]) / y[out]
+    return errors, chosen
 
 
-def _select(designs: dict, y: np.ndarray, keep: np.ndarray) -> tuple[str, float]:
-    return min(designs, key=lambda c: _loo_errors(designs[c][keep], y[keep]).mean())
+def _choice(designs, y, campaigns, reference, families):
+    """The selection rule: the candidate with the lowest leave-one-family-out mean absolute error
+    (leave-one-model-out where the models span fewer than 3 families)."""
+    families = np.asarray(families)
+
+    def choose(keep: np.ndarray) -> Candidate:
+        fam = families[keep]
+        groups = fam if len(set(fam)) >= 3 else np.arange(int(keep.sum()))
+        kept_campaigns = [c for c, k in zip(campaigns, keep) if k]
+
+        def score(c: Candidate) -> float:
+            sub = {c: designs[c][keep]}
+            err, _ = _held_out(sub, y[keep], kept_campaigns, reference, groups, lambda _k: c)
+            return float(np.abs(err).mean())
+
+        return min(designs, key=score)
+
+    return choose
+
+
+def conformal_factors(log_residuals: np.ndarray, level: float = INTERVAL_LEVEL) -> tuple[float, float]:
+    """Split-conformal multiplicative interval: ``[exp(lo), exp(hi)]`` of the held-out
+    ``log(published / predicted)``, each tail at (1 - level) / 2 with the finite-sample correction."""
+    r = np.sort(np.asarray(log_residuals, dtype=float))
+    n = len(r)
+    if n == 0:
+        return 1.0, 1.0
+    tail = (1 - level) / 2
+    k_hi = min(n, math.ceil((n + 1) * (1 - tail)))
+    k_lo = max(1, math.floor((n + 1) * tail))
+    return float(np.exp(r[k_lo - 1])), float(np.exp(r[k_hi - 1]))
+
+
+def _interval_spec(errors: np.ndarray, groups: np.ndarray) -> dict:
+    """Conformal factors from held-out relative ``errors`` and their coverage: each group of
+    ``groups`` checked against the interval the other groups' residuals give."""
+    ratio = 1 / np.maximum(1 + errors, 1e-9)  # published / predicted
+    inside = []
+    for g in dict.fromkeys(groups):
+        lo, hi = conformal_factors(np.log(ratio[groups != g]))
+        inside += list((ratio[groups == g] >= lo) & (ratio[groups == g] <= hi))
+    lo, hi = conformal_factors(np.log(ratio))
+    return {"low_factor": round(lo, 4), "high_factor": round(hi, 4), "coverage": round(float(np.mean(inside)), 4)}
+
+
+def _error_stats(errors: np.ndarray) -> dict:
+    return {
+        "mean": round(float(np.abs(errors).mean()), 4),
+        "median": round(float(np.median(np.abs(errors))), 4),
+        "signed_mean": round(float(errors.mean()), 4),
+        "n_models": len(errors),
+    }
+
+
+def _in_family_tau(facts: list[Fact], predicted: np.ndarray) -> dict[str, float]:
+    out = {}
+    by_family: dict[str, list[int]] = {}
+    for i, f in enumerate(facts):
+        by_family.setdefault(f.family, []).append(i)
+    for family, idx in by_family.items():
+        published = [facts[i].latency_ms for i in idx]
+        if len(idx) >= 3 and len(set(published)) > 1:
+            out[family] = round(float(kendalltau(published, predicted[idx]).statistic), 3)
+    return out
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """A cost model fitted for one ``device``: grouping, ratio ``r``, weights per group and intercept,
-    with its leave-one-model-out errors."""
+    """A cost model fitted for one ``device``: the chosen candidate, weights per feature, intercept
+    and campaign factors, with its nested hold-out errors and prediction interval."""
 
     device: str
-    grouping: str
-    ratio: float
-    weights: tuple[float, ...]  # ms per G-unit of each group
+    candidate: Candidate
+    weights: tuple[float, ...]  # ms per unit of each feature (Candidate.labels order)
     intercept_ms: float
+    campaign_factors: dict[str, float]
     fitted_on: tuple[str, ...]
-    nested_loo_mean: float
-    nested_loo_median: float
-    loo_mean: float  # of the chosen grouping and ratio (optimistic: chosen on the same data)
+    #: Nested hold-out errors (relative, signed): "model" holds out one model, "family" a whole family.
+    held_out: dict[str, dict]
+    #: Per hold-out ("model", "family"): the interval's factors (multiply a prediction by them) and
+    #: their coverage, each held-out group checked against an interval from the others' residuals.
+    intervals: dict[str, dict]
+    fitted_families: tuple[str, ...]
     macs_only_loo_mean: float  # the baseline: latency proportional to MACs
+    test: dict | None = None  # the independent check on published use=test rows (None where none exist)
+    in_family_tau: dict[str, float] = field(default_factory=dict)
+    calibration: dict | None = None  # set by calibrate(): how few-shot measurements adjusted it
+
+    @property
+    def nested_loo_mean(self) -> float:
+        return self.held_out["model"]["mean"]
+
+    @property
+    def lofo_mean(self) -> float:
+        return self.held_out["family"]["mean"]
 
     def predict_ops(self, ops, intercept: bool = True) -> float:
-        ms = float(features(ops, self.grouping, self.ratio) @ np.array(self.weights))
+        ms = float(self.candidate.features(ops) @ np.array(self.weights))
         return ms + (self.intercept_ms if intercept else 0.0)
 
+    @property
+    def interval_factors(self) -> tuple[float, float]:
+        """The factors of the interval for a network of an unseen family."""
+        return self.intervals["family"]["low_factor"], self.intervals["family"]["high_factor"]
+
+    def interval_basis(self, family: str | None) -> str:
+        """``"model"`` for a network of a family the model was fitted on (its residuals are those of
+        leave-one-model-out: siblings in the fit), else ``"family"``."""
+        return "model" if family in self.fitted_families else "family"
+
+    def interval(self, ms: float, family: str | None = None) -> tuple[float, float]:
+        """The ``INTERVAL_LEVEL`` prediction interval of a latency ``ms`` predicted for a network of
+        ``family`` (``None``: a family the model has not seen)."""
+        spec = self.intervals[self.interval_basis(family)]
+        return ms * spec["low_factor"], ms * spec["high_factor"]
+
     def summary(self) -> dict:
+        groups = GROUPINGS[self.candidate.grouping]
         return {
-            "cost": "sum over operators of max(MACs, r * elements touched), by group",
-            "grouping": self.grouping,
-            "groups": [list(g) for g in GROUPINGS[self.grouping]],
-            "ratio_r": self.ratio,
-            "weights_ms_per_G": [round(w, 6) for w in self.weights],
+            "cost": "sum over operators of max(MACs, r * elements touched), by group, plus hardware terms",
+            "grouping": self.candidate.grouping,
+            "groups": [list(g) for g in groups],
+            "ratio_r": self.candidate.ratio,
+            "hardware_terms": {t: TERM_UNITS[t] for t in self.candidate.terms},
+            "weights_ms": dict(zip(self.candidate.labels(), (round(w, 6) for w in self.weights))),
             "intercept_ms": round(self.intercept_ms, 6),
+            "campaign_factors": {k: round(v, 4) for k, v in self.campaign_factors.items()},
             "fitted_on": list(self.fitted_on),
+            **({"calibration": self.calibration} if self.calibration else {}),
         }
 
+    def error_header(self, family: str | None = None) -> dict:
+        """The ``error`` block of a predicted table's header, for networks of ``family``."""
+        basis = self.interval_basis(family)
+        spec = self.intervals[basis]
+        out = {
+            "metric": "nested leave-one-family-out mean absolute percentage error",
+            "value": self.held_out["family"]["mean"],
+            "median": self.held_out["family"]["median"],
+            "signed_mean": self.held_out["family"]["signed_mean"],
+            "n_models": len(self.fitted_on),
+            "leave_one_family_out": self.held_out["family"],
+            "leave_one_model_out": self.held_out["model"],
+            "macs_only_loo_mean": round(self.macs_only_loo_mean, 4),
+            "interval": {
+                "level": INTERVAL_LEVEL,
+                "low_factor": spec["low_factor"],
+                "high_factor": spec["high_factor"],
+                "method": f"split-conformal on the nested leave-one-{basis}-out log residuals"
+                + (f" ({family} is among the fitted families)" if basis == "model" else ""),
+                "coverage_held_out": spec["coverage"],
+            },
+            "intervals": self.intervals,
+            "fitted_families": list(self.fitted_families),
+        }
+        if self.test:
+            out["independent_test"] = self.test
+        if self.in_family_tau:
+            out["in_family_kendall_tau"] = self.in_family_tau
+        if self.calibration:
+            out["calibration"] = self.calibration
+        return out
 
-def fit_cost_model(device: str, extra_facts: list[Fact] | None = None) -> CostModel:
-    """Fit ``device``'s cost model to its published facts (plus ``extra_facts``, e.g. imported
-    measurements of real networks) and estimate its error by nested leave-one-model-out."""
-    facts = published_facts(device) + list(extra_facts or [])
-    y = np.array([f.latency_ms for f in facts])
-    designs = {(g, r): _design(facts, g, r) for g in GROUPINGS for r in RATIOS}
-    everyone = np.ones(len(y), dtype=bool)
-    nested = np.empty(len(y))
+
+def _macs_only_loo(facts: list[Fact], y: np.ndarray) -> float:
+    macs = np.array([[sum(op.macs for op in f.ops) / 1e9] for f in facts])
+    errors = np.empty(len(y))
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
-        choice = _select(designs, y, keep)
-        nested[i] = abs(designs[choice][i] @ _fit(designs[choice][keep], y[keep]) - y[i]) / y[i]
-    grouping, ratio = _select(designs, y, everyone)
-    w = _fit(designs[(grouping, ratio)], y)
-    macs = np.array([[sum(op.macs for op in f.ops) / 1e9] for f in facts])
-    return CostModel(
+        w = _nnls(macs[keep] / y[keep, None], np.ones(int(keep.sum())))
+        errors[i] = abs(macs[i] @ w - y[i]) / y[i]
+    return float(errors.mean())
+
+
+def fit_facts(
+    device: str,
+    facts: list[Fact],
+    reference: str | None,
+    test_facts: list[Fact] = (),
+    candidates: tuple[Candidate, ...] = CANDIDATES,
+) -> CostModel:
+    """Choose, fit and evaluate (nested) a cost model on ``facts``; ``test_facts`` are only predicted."""
+    y = np.array([f.latency_ms for f in facts])
+    campaigns = [f.campaign for f in facts]
+    families = [f.family for f in facts]
+    designs = {c: _design(facts, c) for c in candidates}
+    choose = _choice(designs, y, campaigns, reference, families)
+    by_family, _ = _held_out(designs, y, campaigns, reference, families, choose)
+    by_model, _ = _held_out(designs, y, campaigns, reference, np.arange(len(y)), choose)
+    candidate = choose(np.ones(len(y), dtype=bool))
+    w, factors = fit_weights(designs[candidate], y, campaigns, reference)
+    model = CostModel(
         device=device,
-        grouping=grouping,
-        ratio=ratio,
+        candidate=candidate,
         weights=tuple(float(v) for v in w[:-1]),
         intercept_ms=float(w[-1]),
+        campaign_factors=factors,
         fitted_on=tuple(f.label for f in facts),
-        nested_loo_mean=float(nested.mean()),
-        nested_loo_median=float(np.median(nested)),
-        loo_mean=float(_loo_errors(designs[(grouping, ratio)], y).mean()),
-        macs_only_loo_mean=float(_loo_errors(macs, y).mean()),
+        held_out={"family": _error_stats(by_family), "model": _error_stats(by_model)},
+        intervals={
+            "model": _interval_spec(by_model, np.arange(len(y))),
+            "family": _interval_spec(by_family, np.asarray(families)),
+        },
+        fitted_families=tuple(dict.fromkeys(families)),
+        macs_only_loo_mean=_macs_only_loo(facts, y),
+        in_family_tau=_in_family_tau(facts, (1 + by_family) * y),
     )
+    if test_facts:
+        model = replace(model, test=evaluate(model, test_facts))
+    return model
+
+
+def evaluate(model: CostModel, facts: list[Fact]) -> dict:
+    """Error, bias, interval coverage and in-family Kendall's tau of ``model`` on ``facts``."""
+    predicted = np.array([model.predict_ops(f.ops) for f in facts])
+    y = np.array([f.latency_ms for f in facts])
+    errors = (predicted - y) / y
+    bounds = np.array([model.interval(p, f.family) for p, f in zip(predicted, facts)])
+    inside = (y >= bounds[:, 0]) & (y <= bounds[:, 1])
+    return {
+        **_error_stats(errors),
+        "interval_coverage": round(float(inside.mean()), 4),
+        "families": sorted({f.family for f in facts}),
+        "in_family_kendall_tau": _in_family_tau(facts, predicted),
+    }
+
+
+@cache
+def fit_cost_model(device: str) -> CostModel:
+    """Fit ``device``'s cost model to its chip's published facts (every campaign, each with its
+    factor) and estimate its error by nested leave-one-model-out and leave-one-family-out."""
+    spec = get_device(device)
+    facts = published_facts(device)
+    reference = f"{spec.published}/{spec.reference_campaign}" if spec.reference_campaign else None
+    return fit_facts(device, facts, reference, published_facts(device, use="test"))
+
+
+def cost_model_from_table(table: LatencyTable) -> CostModel:
+    """The cost model a ``predicted`` table was built with, read back from its header."""
+    h = table.header
+    m, e = h.method, h.error
+    try:
+        candidate = Candidate(m["grouping"], float(m["ratio_r"]), tuple(m.get("hardware_terms", {})))
+        labels = candidate.labels()
+        return CostModel(
+            device=h.device,
+            candidate=candidate,
+            weights=tuple(float(m["weights_ms"][k]) for k in labels),
+            intercept_ms=float(m["intercept_ms"]),
+            campaign_factors=dict(m.get("campaign_factors", {})),
+            fitted_on=tuple(m["fitted_on"]),
+            held_out={"family": e["leave_one_family_out"], "model": e["leave_one_model_out"]},
+            intervals={k: dict(v) for k, v in e["intervals"].items()},
+            fitted_families=tuple(e["fitted_families"]),
+            macs_only_loo_mean=float(e["macs_only_loo_mean"]),
+            test=e.get("independent_test"),
+            in_family_tau=dict(e.get("in_family_kendall_tau", {})),
+            calibration=m.get("calibration"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        where = f"{table.path}: " if table.path else ""
+        raise NasError(f"{where}not a cost-model table header (missing or bad {exc})") from None
+
+
+def device_cost_model(device: str) -> CostModel:
+    """``device``'s cost model as its shipped predicted tables record it (refitted where none is)."""
+    for path in sorted((tables_root() / device).glob("*.json")):
+        try:
+            table = LatencyTable.read(path)
+        except NasError:
+            continue
+        method = table.header.method
+        if table.source == "predicted" and "weights_ms" in method and not method.get("calibration"):
+            return cost_model_from_table(table)
+    return fit_cost_model(device)
+
+
+# --- few-shot calibration ---------------------------------------------------------------------
+
+#: How strongly a few-shot calibration keeps the prior's relative weights (ridge strength in relative units).
+CALIBRATION_PRIOR = 0.1
+
+
+def calibrate(model: CostModel, facts: list[Fact], prior: float = CALIBRATION_PRIOR) -> CostModel:
+    """Adapt ``model`` to a new phone from ``k = len(facts)`` timed networks (few-shot).
+
+    One or two networks set one scale (the geometric mean of published over predicted); three or
+    more also move each weight, by non-negative least squares on relative error with a ridge pull
+    (strength ``prior``, relative to each weight) towards the scaled prior weights. The calibrated
+    model keeps the prior's interval; its error is estimated by leave-one-out over the k networks
+    where k >= 3.
+    """
+    if not facts:
+        raise NasError("calibration needs at least one timed network")
+    weights = _calibrated_weights(model, facts, prior)
+    errors = None
+    if len(facts) >= 3:
+        loo = [_calibrated_weights(model, facts[:i] + facts[i + 1 :], prior) for i in range(len(facts))]
+        errors = np.array([_predict_with(model, w, f.ops) / f.latency_ms - 1 for w, f in zip(loo, facts)])
+    k = len(facts)
+    calibration = {
+        "method": "scale" if k < 3 else f"scale + ridge-to-prior NNLS (strength {prior})",
+        "k": k,
+        "networks": [f.label for f in facts],
+        "leave_one_out": _error_stats(errors) if errors is not None else "not estimated (k < 3)",
+    }
+    return replace(
+        model,
+        weights=tuple(float(v) for v in weights[:-1]),
+        intercept_ms=float(weights[-1]),
+        fitted_on=model.fitted_on + tuple(f.label for f in facts),
+        calibration=calibration,
+    )
+
+
+def _predict_with(model: CostModel, weights: np.ndarray, ops) -> float:
+    return float(np.append(model.candidate.features(ops), 1.0) @ weights)
+
+
+def _calibrated_weights(model: CostModel, facts: list[Fact], prior: float) -> np.ndarray:
+    w0 = np.array([*model.weights, model.intercept_ms])
+    X = np.array([np.append(model.candidate.features(f.ops), 1.0) for f in facts])
+    y = np.array([f.latency_ms for f in facts])
+    scale = float(np.exp(np.mean(np.log(y / np.maximum(X @ w0, 1e-12)))))
+    w0 = scale * w0
+    if len(facts) < 3:
+        return w0
+    # Relative ridge: a weight of 0 in the prior may grow, at the pull of the largest weight's scale.
+    s = np.where(w0 > 0, w0, max(float(w0.max()), 1e-9) * 1e-3)
+    A = np.vstack([X / y[:, None], math.sqrt(prior) * np.diag(1 / s)])
+    b = np.concatenate([np.ones(len(y)), math.sqrt(prior) * w0 / s])
+    return _nnls(A, b)
+
+
+def few_shot_curve(
+    new_label: str,
+    prior_label: str,
+    ks: tuple[int, ...] = (0, 1, 3, 5, 10),
+    draws: int = 200,
+    seed: int = 0,
+    prior: float = CALIBRATION_PRIOR,
+) -> dict[int, dict]:
+    """Simulate few-shot calibration: pretend the phone ``new_label`` (a CSV device label) is new,
+    start from the model fitted to ``prior_label``'s facts, calibrate with ``k`` of the new phone's
+    models drawn at random (``draws`` times, seeded) and predict the rest. Returns, per ``k``, the
+    mean absolute percentage error on the rest (averaged over draws) and its spread."""
+    # A label that is a device's chip reuses that device's model (and its reference campaign).
+    device = next((d.name for d in DEVICES.values() if d.published == prior_label), None)
+    base = fit_cost_model(device) if device else fit_facts(prior_label, facts_of(prior_label), None)
+    new = facts_of(new_label)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k in ks:
+        if k >= len(new):
+            continue
+        errors = []
+        for _ in range(draws if k else 1):
+            order = rng.permutation(len(new))
+            shots, rest = [new[i] for i in order[:k]], [new[i] for i in order[k:]]
+            m = calibrate(base, shots, prior) if k else base
+            errors.append(np.mean([abs(m.predict_ops(f.ops) / f.latency_ms - 1) for f in rest]))
+        out[k] = {
+            "mean": float(np.mean(errors)),
+            "p10": float(np.quantile(errors, 0.1)),
+            "p90": float(np.quantile(errors, 0.9)),
+            "draws": len(errors),
+            "n_new": len(new),
+        }
+    return out
+
+
+# --- pricing ----------------------------------------------------------------------------------
 
 
 def predict_timm(model_name: str, device: str, img_size: int = 224, model: CostModel | None = None) -> float:
@@ -261,16 +755,11 @@ def build_predicted_table(
         batch=1,
         date=today(),
         tool_versions=tool_versions(),
-        error={
-            "metric": "nested leave-one-model-out mean absolute percentage error",
-            "value": round(model.nested_loo_mean, 4),
-            "median": round(model.nested_loo_median, 4),
-            "n_models": len(model.fitted_on),
-            "loo_mean_of_chosen_model": round(model.loo_mean, 4),
-            "macs_only_loo_mean": round(model.macs_only_loo_mean, 4),
-        },
+        error=model.error_header(space.family),
         method=model.summary(),
         notes=f"Predicted, not measured: {spec.description}. Fitted to the published whole-model latencies in "
-        f"latency_tables/published/published_latency.csv (device {spec.published!r}).",
+        f"latency_tables/published/published_latency.csv (device {spec.published!r}, every campaign; "
+        f"reference campaign {spec.reference_campaign!r})."
+        + (" Calibrated to timings of networks on a real phone." if model.calibration else ""),
     )
     return LatencyTable(header, entries)

@@ -126,6 +126,32 @@ class LatencyTable:
         text += f", {h.threads} threads)" if h.threads else ")"
         if err.get("metric"):
             text += f"; {err['metric']}: {100 * err['value']:.1f}%"
+            if "signed_mean" in err:
+                text += f" (signed {100 * err['signed_mean']:+.1f}%)"
+        model = err.get("leave_one_model_out")
+        if isinstance(model, dict) and "mean" in model:
+            text += f"; leave-one-model-out {100 * model['mean']:.1f}%"
+        return text
+
+    def interval(self, ms: float) -> tuple[float, float] | None:
+        """The prediction interval of a latency ``ms`` priced by this table (``None`` where the table
+        has none): its bounds are ``ms`` times the factors in the header's ``error.interval``."""
+        spec = self.header.error.get("interval")
+        if not isinstance(spec, dict) or "low_factor" not in spec:
+            return None
+        return ms * float(spec["low_factor"]), ms * float(spec["high_factor"])
+
+    @property
+    def interval_level(self) -> float | None:
+        spec = self.header.error.get("interval")
+        return float(spec["level"]) if isinstance(spec, dict) and "level" in spec else None
+
+    def format_latency(self, ms: float, digits: int = 3, unit: bool = True) -> str:
+        """``0.930 ms (0.812–1.061, 80%)``: a latency with its interval where the table has one."""
+        bounds = self.interval(ms)
+        text = f"{ms:.{digits}f}" + (" ms" if unit else "")
+        if bounds is not None:
+            text += f" ({bounds[0]:.{digits}f}–{bounds[1]:.{digits}f}, {100 * self.interval_level:.0f}%)"
         return text
 
     # --- files --------------------------------------------------------------------------------

@@ -106,6 +106,7 @@ class _Prepared:
     actions: Any
     config: SearchRunConfig
     context: dict
+    table: LatencyTable | None = None
 
 
 def search(request: SearchRequest) -> dict[str, Any]:
@@ -157,6 +158,7 @@ def search(request: SearchRequest) -> dict[str, Any]:
                 prepared.config,
                 clock,
                 request.screen,
+                prepared.table,
             )
     finally:
         pool.close()
@@ -214,7 +216,7 @@ def _prepare(request: SearchRequest) -> _Prepared:
         explore=request.screen.explore if greedy and request.screen.enabled else 0,
         search_images=request.search_images,
     )
-    return _Prepared(spec, space, cost, actions, config, context)
+    return _Prepared(spec, space, cost, actions, config, context, table)
 
 
 def _check_run_folder(run: Path, config: SearchRunConfig, resume: bool) -> SearchState | None:
@@ -241,6 +243,7 @@ def _greedy(
     config: SearchRunConfig,
     clock: RunClock,
     screen: ScreenConfig,
+    table: LatencyTable | None = None,
 ) -> dict[str, Any]:
     # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
     # logs its last saved point again and hides what the interrupted process logged from there on.
@@ -292,6 +295,7 @@ def _greedy(
         "start_accuracy": state.start_accuracy,
         "steps": len(state.steps),
         **cost(final).to_dict(),
+        "latency_interval_ms": _interval(table, cost(final).latency_ms),
         "latency_source": config.latency_source,
         "evaluations": len(pool.cache.values),
         # What the full greedy search (alg. 1 as written) would have evaluated along this path.
@@ -300,7 +304,7 @@ def _greedy(
         "scored_images": pool.scored_images,
         "provenance": clock.summary(),
     }
-    _write_summary(run, state, cost, objective, config)
+    _write_summary(run, state, cost, objective, config, table)
     _plot(run, state, cost, objective)
     write_json(run / "result.json", result)
     return result
@@ -314,7 +318,15 @@ def _log_record(step: Step) -> dict:
     return record
 
 
-def _write_summary(run: Path, state: SearchState, cost, objective: Objective, config: SearchRunConfig) -> None:
+def _interval(table, ms: float | None) -> list[float] | None:
+    """The latency's prediction interval ``[low, high]`` where the table has one."""
+    bounds = table.interval(ms) if table is not None and ms is not None else None
+    return list(bounds) if bounds is not None else None
+
+
+def _write_summary(
+    run: Path, state: SearchState, cost, objective: Objective, config: SearchRunConfig, table=None
+) -> None:
     rows = [("start (largest)", state.start, state.start_accuracy)] + [
         (s.action, s.arch, s.accuracy) for s in state.steps
     ]
@@ -354,11 +366,18 @@ def _write_summary(run: Path, state: SearchState, cost, objective: Objective, co
                 evaluated_cells[i],
                 f"{100 * acc:.2f}%",
                 f"{c.params / 1e6:.3f}",
-                f"{c.latency_ms:.3f}" if c.latency_ms is not None else "-",
+                table.format_latency(c.latency_ms, unit=False)
+                if table is not None and c.latency_ms is not None
+                else f"{c.latency_ms:.3f}"
+                if c.latency_ms is not None
+                else "-",
                 f"{c.mes:.1f}" if c.mes is not None else "-",
             ]
         )
-    lines += markdown_table(["step", "action", "evaluated", "top-1", "params (M)", "latency (ms)", "MES"], cells)
+    latency_head = "latency (ms)" + (
+        f" ({100 * table.interval_level:.0f}% interval)" if table is not None and table.interval_level else ""
+    )
+    lines += markdown_table(["step", "action", "evaluated", "top-1", "params (M)", latency_head, "MES"], cells)
     write_text_atomic(run / "summary.md", "\n".join(lines) + "\n")
 
 
