@@ -68,6 +68,10 @@ class Recipe:
     drop_path: float = setting(0.0, low=0, high=1, high_open=True)  # stochastic depth
     # supernet training
     sandwich_random: int = setting(2, low=0)  # random sub-networks per step besides the largest and the smallest
+    # Budget band the random sub-networks are drawn from (AttentiveNAS: train where the search will
+    # look): parameters in millions at the recipe's img_size; 0 leaves that side open.
+    sandwich_params_min: float = setting(0.0, low=0)
+    sandwich_params_max: float = setting(0.0, low=0)
     inplace_distill: bool = True  # others learn the largest sub-network's soft outputs
     teacher: str = ""  # timm model name for hard distillation ("" for none)
     teacher_checkpoint: str = ""
@@ -101,6 +105,11 @@ class Recipe:
         """Rules that tie fields together (each field's own range is checked where it is read)."""
         if self.teacher_checkpoint and not self.teacher:
             raise NasError(f"{where}: teacher_checkpoint is set but teacher is not; give --teacher MODEL")
+        if self.sandwich_params_max and self.sandwich_params_min > self.sandwich_params_max:
+            raise NasError(
+                f"{where}: sandwich_params_min ({self.sandwich_params_min:g}) exceeds sandwich_params_max "
+                f"({self.sandwich_params_max:g})"
+            )
         if self.warmup_epochs > self.epochs:
             raise NasError(f"{where}: warmup_epochs ({self.warmup_epochs:g}) exceeds epochs ({self.epochs})")
         return self

@@ -1,7 +1,8 @@
 """Supernet training.
 
 EfficientFormerV2 and SwiftFormer (EfficientFormerV2 §4.2.2, alg. 1): the sandwich rule. Every
-step runs the largest, the smallest and ``sandwich_random`` uniformly sampled sub-networks on the
+step runs the largest, the smallest and ``sandwich_random`` uniformly sampled sub-networks (drawn
+within a parameter band where the recipe sets ``sandwich_params_min``/``_max``, AttentiveNAS) on the
 same batch, accumulates their gradients and takes one optimizer step. The largest learns from the
 labels (and a teacher, if any); by default the others learn the largest's soft outputs (in-place
 distillation).
@@ -31,6 +32,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.data import calibration_indices, eval_loader
 from nas.evaluate import subnet_accuracy
+from nas.metrics import count_params
 from nas.recipe import Recipe
 from nas.runconfig import SupernetRunConfig
 from nas.space import recorded_source
@@ -63,7 +65,7 @@ class SandwichStrategy:
         """One optimizer step over the sandwich of sub-networks; returns their mean loss."""
         t = self.trainer
         archs: list[ArchConfig] = [t.space.largest(), t.space.smallest()]
-        archs += [t.space.sample(self.rng) for _ in range(t.recipe.sandwich_random)]
+        archs += [self.sample() for _ in range(t.recipe.sandwich_random)]
         t.optimizer.zero_grad(set_to_none=True)
         soft_targets, total = None, 0.0
         for i, arch in enumerate(archs):
@@ -80,6 +82,27 @@ class SandwichStrategy:
             total += loss.item()
         t.optimizer_step(t.net.parameters())
         return total / len(archs)
+
+    #: Draws per sub-network before a budget band counts as out of reach.
+    BAND_TRIES = 1000
+
+    def sample(self) -> ArchConfig:
+        """A uniformly sampled sub-network, within the recipe's parameter band if it sets one
+        (rejection sampling: uniform over the choices, conditioned on the band; AttentiveNAS §3)."""
+        t = self.trainer
+        low, high = t.recipe.sandwich_params_min * 1e6, t.recipe.sandwich_params_max * 1e6
+        if not low and not high:
+            return t.space.sample(self.rng)
+        for _ in range(self.BAND_TRIES):
+            arch = t.space.sample(self.rng)
+            params = count_params(arch, t.recipe.img_size, t.splits.num_classes)
+            if params >= low and (not high or params <= high):
+                return arch
+        raise NasError(
+            f"no sub-network of {t.space.name} drawn in {self.BAND_TRIES} tries has between "
+            f"{t.recipe.sandwich_params_min:g} M and {t.recipe.sandwich_params_max or float('inf'):g} M parameters; "
+            f"widen sandwich_params_min / sandwich_params_max"
+        )
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps beside the weights and optimizer."""
