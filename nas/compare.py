@@ -348,6 +348,7 @@ def _rows(
         top1s = [r["top1"] for r in results]
         emas = [r["top1_ema"] for r in results if r.get("top1_ema") is not None]
         c = cost(arch)
+        bounds = table.interval(c.latency_ms) if table is not None and c.latency_ms is not None else None
         rows.append(
             {
                 "network": name,
@@ -360,11 +361,7 @@ def _rows(
                 "params": c.params,
                 "macs": count_macs(arch, img_size, num_classes),
                 "latency_ms": c.latency_ms,
-                "latency_interval_ms": (
-                    list(table.interval(c.latency_ms))
-                    if table is not None and c.latency_ms is not None and table.interval(c.latency_ms)
-                    else None
-                ),
+                "latency_interval_ms": list(bounds) if bounds is not None else None,
                 "mes": c.mes,
                 "digest": arch.digest,
                 "arch": arch.to_dict(),
