@@ -476,8 +476,7 @@ def _variant(folder: Path) -> dict:
     sconfig = _yaml(supernet / "config.yaml")
     recipe = sconfig["recipe"]
     strained = _json(supernet / "result.json")
-    low, high = recipe.get("sandwich_params_min", 0), recipe.get("sandwich_params_max", 0)
-    band = f" drawn within {low:g} to {high or float('inf'):g} M parameters" if low or high else ""
+    band = f" drawn within {_band_words(recipe)}" if _band_words(recipe) else ""
     return {
         "folder": folder.name,
         "supernet": supernet.name,
@@ -512,12 +511,17 @@ def _budget_row(label: str, search: dict, compare: dict) -> str:
     )
 
 
+def _band_words(recipe: dict) -> str:
+    """``"0.11 to 0.16 M parameters"``: the parameter band a supernet recipe draws its random sub-networks
+    from; ``""`` for uniform draws (and for runs written before the band existed)."""
+    low, high = recipe.get("sandwich_params_min", 0), recipe.get("sandwich_params_max", 0)
+    return f"{low:g} to {high or float('inf'):g} M parameters" if low or high else ""
+
+
 def _supernet_label(supernet: Path) -> str:
     config = _yaml(supernet / "config.yaml")
-    recipe = config["recipe"]
-    low, high = recipe.get("sandwich_params_min", 0), recipe.get("sandwich_params_max", 0)
-    band = f"random drawn within {low:g} to {high or float('inf'):g} M params" if low or high else "uniform random"
-    return f"{band}, seed {config['seed']}"
+    band = _band_words(config["recipe"])
+    return f"{'random drawn within ' + band if band else 'uniform random'}, seed {config['seed']}"
 
 
 def _variant_evidence(baselines: dict[float, tuple[dict, dict]], head: str) -> str:
@@ -592,7 +596,7 @@ def _band_training_line(baselines: dict, variants: list[dict]) -> str:
         sconfig = _yaml(HERE / search_name / "config.yaml")
         supernet = f"supernet-{Path(sconfig['supernet']).name}"
         recipe = _yaml(HERE / supernet / "config.yaml")["recipe"]
-        kind = "band" if recipe.get("sandwich_params_min") or recipe.get("sandwich_params_max") else "uniform"
+        kind = "band" if _band_words(recipe) else "uniform"
         entries[kind].append((supernet, sconfig["target"], _json(HERE / compare_name / "result.json")["summary"]))
     whole: dict[str, float] = {}
     for v in variants:  # the first study of a supernet: the baseline calibration, not a variant's
