@@ -137,14 +137,14 @@ def run_timm(args: argparse.Namespace) -> int:
     device = get_device(args.device)
     from nas.latency.predict import fused_timm_model, timm_network
 
-    net = timm_network(args.timm, args.img_size, args.num_classes)
-    macs = sum(op.macs for op in net.ops)
     interval = None
     if device.kind == "phone":
         from nas.latency.predict import device_cost_model, timm_family
 
+        net = timm_network(args.timm, args.img_size, args.num_classes)
+        ops, params, fusion = net.ops, net.params, net.fusion
         model = device_cost_model(args.device)
-        latency = model.predict_ops(net.ops)
+        latency = model.predict_ops(ops)
         family = timm_family(args.timm, model.fitted_families)
         interval = model.interval(latency, family)
         fam, loo = model.held_out["family"], model.held_out["model"]
@@ -155,34 +155,39 @@ def run_timm(args: argparse.Namespace) -> int:
         )
     else:
         from nas.latency.measure import Timer, TimingConfig
+        from nas.latency.opcount import record_ops
 
-        model_cpu, _ = fused_timm_model(args.timm, args.img_size, args.num_classes)
-        latency = Timer(args.device, TimingConfig()).time(model_cpu, torch.randn(1, 3, args.img_size, args.img_size))
+        # The model that is timed is the one counted: fused once, timed, then its operators recorded.
+        timed, fusion = fused_timm_model(args.timm, args.img_size, args.num_classes)
+        params = sum(p.numel() for p in timed.parameters())
+        latency = Timer(args.device, TimingConfig()).time(timed, torch.randn(1, 3, args.img_size, args.img_size))
+        ops = record_ops(timed, (1, 3, args.img_size, args.img_size))  # moves it to the meta device
         source = f"measured end to end on {args.device} ({device.runtime}, batch 1, 1 thread)"
+    macs = sum(op.macs for op in ops)
     result = {
         "timm_model": args.timm,
         "img_size": args.img_size,
         "num_classes": args.num_classes,
-        "params": net.params,
+        "params": params,
         "macs": macs,
-        "fusion": net.fusion,
+        "fusion": fusion,
         "device": args.device,
         "latency_ms": latency,
         "latency_interval_ms": list(interval) if interval else None,
         "interval_level": INTERVAL_LEVEL if interval else None,
         "latency_source": source,
-        "mes": mes(net.params, latency),
+        "mes": mes(params, latency),
     }
     shown = f"{latency:.3f} ms" + (
         f" ({interval[0]:.3f}–{interval[1]:.3f}, {100 * INTERVAL_LEVEL:.0f}%)" if interval else ""
     )
     lines = [
-        f"timm model   {args.timm}  ({net.fusion})",
+        f"timm model   {args.timm}  ({fusion})",
         f"input        {args.img_size}x{args.img_size}, {args.num_classes} classes",
-        f"params       {net.params / 1e6:.3f} M  (the graph priced)",
+        f"params       {params / 1e6:.3f} M  (the graph priced)",
         f"MACs         {macs / 1e9:.3f} G",
         f"latency      {shown}  [{source}]",
-        f"MES          {mes(net.params, latency):.1f}",
+        f"MES          {mes(params, latency):.1f}",
     ]
     emit(result, args.json, lines)
     return 0

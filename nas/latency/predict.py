@@ -499,13 +499,10 @@ class CostModel:
 
 
 def _macs_only_loo(facts: list[Fact], y: np.ndarray) -> float:
+    """The baseline's leave-one-model-out error: latency proportional to MACs, one campaign."""
     macs = np.array([[sum(op.macs for op in f.ops) / 1e9] for f in facts])
-    errors = np.empty(len(y))
-    for i in range(len(y)):
-        keep = np.arange(len(y)) != i
-        w = _nnls(macs[keep] / y[keep, None], np.ones(int(keep.sum())))
-        errors[i] = abs(macs[i] @ w - y[i]) / y[i]
-    return float(errors.mean())
+    errors, _ = _held_out({None: macs}, y, [""] * len(y), "", np.arange(len(y)), lambda _keep: None)
+    return float(np.abs(errors).mean())
 
 
 def fit_facts(
