@@ -27,6 +27,8 @@ from nas.space import config_root
 CLIP_MODES = ("agc", "norm", "value")
 #: Mixed-precision modes: ``bf16`` autocast (CPU and CUDA), ``fp16`` autocast with loss scaling (CUDA).
 AMP_MODES = ("none", "bf16", "fp16")
+#: In-place distillation losses: KL divergence, or AlphaNet's adaptive alpha-divergence.
+DISTILL_DIVERGENCES = ("kl", "alpha")
 #: The smallest input side every family's stem and four downsampling stages accept.
 MIN_IMG_SIZE = 32
 
@@ -73,6 +75,14 @@ class Recipe:
     sandwich_params_min: float = setting(0.0, low=0)
     sandwich_params_max: float = setting(0.0, low=0)
     inplace_distill: bool = True  # others learn the largest sub-network's soft outputs
+    # How they learn them: "kl" (KL divergence, BigNAS/EfficientFormerV2) or "alpha" (AlphaNet's adaptive
+    # alpha-divergence: the larger of the divergences at alpha_min < 0 and alpha_max > 0, importance
+    # weights clipped at inplace_distill_iw_clip, so a student neither over- nor under-estimates the
+    # teacher's uncertainty; AlphaNet §3)
+    inplace_distill_divergence: str = setting("kl", choices=DISTILL_DIVERGENCES)
+    inplace_distill_alpha_min: float = setting(-1.0, high=0, high_open=True)
+    inplace_distill_alpha_max: float = setting(1.0, low=0, low_open=True)
+    inplace_distill_iw_clip: float = setting(5.0, low=0, low_open=True)
     teacher: str = ""  # timm model name for hard distillation ("" for none)
     teacher_checkpoint: str = ""
     distill_alpha: float = setting(0.5, low=0, high=1)

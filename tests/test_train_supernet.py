@@ -243,3 +243,60 @@ def test_sandwich_samples_within_a_parameter_band():
         SandwichStrategy(trainer).sample()
     with pytest.raises(NasError, match="sandwich_params_min .* exceeds"):
         dataclasses.replace(recipe, sandwich_params_min=0.3, sandwich_params_max=0.2).check("recipe")
+
+
+def test_alpha_divergence_inplace_distillation(cifar_slice, tmp_path):
+    from timm.loss import SoftTargetCrossEntropy
+
+    from nas.train.losses import AdaptiveAlphaDivergence
+
+    torch.manual_seed(0)
+    logits = torch.randn(16, 10, dtype=torch.float64, requires_grad=True)
+    teacher = torch.randn(16, 10, dtype=torch.float64).mul(2).softmax(-1)
+    q = logits.softmax(-1)
+    loss = AdaptiveAlphaDivergence(-1.0, 1.0, iw_clip=1e9)
+    for alpha in (-1.0, -0.5, 0.5, 2.0):
+        # unclipped, the surrogate's gradient is the alpha-divergence's, and its value is the divergence
+        closed = (q * ((teacher / q) ** alpha - 1)).sum(-1) / (alpha * (alpha - 1))
+        value, surrogate = loss.divergence(logits, teacher, alpha)
+        assert torch.allclose(value, closed.detach())
+        expected, got = (torch.autograd.grad(x.sum(), logits, retain_graph=True)[0] for x in (closed, surrogate))
+        assert torch.allclose(got, expected, atol=1e-10)
+    kl = (teacher * (teacher.log() - logits.log_softmax(-1))).sum(-1)
+    assert torch.allclose(loss.divergence(logits, teacher, 1.0)[0], kl.detach())
+    # each example takes the larger side: alpha = -1 where the teacher is the sharper (the student is not
+    # sure enough), alpha = +1 where the student is
+    ramp = torch.linspace(-1, 1, 10, dtype=torch.float64)
+    students = torch.stack([ramp, 4 * ramp]).requires_grad_(True)
+    teachers = torch.stack([4 * ramp, ramp]).softmax(-1)
+    (low, low_grad), (high, high_grad) = (loss.divergence(students, teachers, a) for a in (-1.0, 1.0))
+    assert low[0] > high[0] and low[1] < high[1]
+    pick = torch.stack([low_grad[0], high_grad[1]])
+    assert torch.allclose(loss(students, teachers), pick.mean())
+    zero = torch.autograd.grad(loss(logits, logits.softmax(-1)), logits)[0]
+    assert zero.abs().max() < 1e-12  # a student that matches its teacher learns nothing
+    # a student sure of a class its teacher gives 1e-4: the importance weight q/p is ~7000 and its gradient
+    # ~1500 unclipped; clipped at 5 it stays of the order of cross-entropy's
+    confident = torch.zeros(1, 10, dtype=torch.float64)
+    confident[0, 0] = 3.0
+    confident.requires_grad_(True)
+    doubtful = torch.full((1, 10), (1 - 1e-4) / 9, dtype=torch.float64)
+    doubtful[0, 0] = 1e-4
+    grads = [
+        torch.autograd.grad(AdaptiveAlphaDivergence(-1.0, 1.0, iw_clip=c)(confident, doubtful), confident)[0]
+        for c in (5.0, 1e9)
+    ]
+    assert grads[0].abs().max() < 2 and grads[1].abs().max() > 1000
+    # unlike KL's (soft-target cross-entropy's), the gradient sees the alpha < 0 side
+    ce = torch.autograd.grad(SoftTargetCrossEntropy()(logits, teacher), logits)[0]
+    assert not torch.allclose(torch.autograd.grad(loss(logits, teacher), logits)[0], ce)
+    with pytest.raises(ValueError, match="alpha_min must be below 0"):
+        AdaptiveAlphaDivergence(0.5, 1.0)
+
+    run = tmp_path / "run"
+    argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo"]
+    argv += ["--data", str(cifar_slice), "--run", str(run), *QUICK, "--inplace-distill-divergence", "alpha"]
+    assert main(argv) == 0
+    assert "inplace_distill_divergence: alpha" in (run / "config.yaml").read_text()
+    losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines() if "loss" in line]
+    assert losses and all(0 < x < 20 for x in losses)

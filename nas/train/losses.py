@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import torch
 import torch.nn as nn
 
 from nas.checkpoint import load_checkpoint
@@ -39,6 +40,63 @@ def classification_loss(recipe: Recipe, num_classes: int):
     if recipe.label_smoothing > 0:
         return None, LabelSmoothingCrossEntropy(recipe.label_smoothing)
     return None, nn.CrossEntropyLoss()
+
+
+class AdaptiveAlphaDivergence(nn.Module):
+    """AlphaNet's in-place distillation loss (Wang et al. 2021, §3 and eq. 6): of the two
+    alpha-divergences D_alpha(p || q) between the teacher's probabilities ``p`` and the student's ``q``,
+    at ``alpha_min < 0`` (which punishes a student that is too sure where the teacher is not) and
+    ``alpha_max > 0`` (which punishes one that is not sure enough), each example takes the larger.
+
+    The value returned is the surrogate whose gradient is the divergence's (the released code's
+    ``AdaptiveLossSoft``): ``-sum_i q_i rho(w_i) log q_i`` with the importance weights
+    ``w = p / q`` raised to ``alpha`` and clipped at ``iw_clip`` so that a few classes the student
+    rules out cannot dominate the gradient. At ``alpha = 1`` it is cross-entropy against ``p``: the
+    gradient of KL(p || q), the default in-place distillation.
+    """
+
+    def __init__(self, alpha_min: float = -1.0, alpha_max: float = 1.0, iw_clip: float = 5.0):
+        super().__init__()
+        if not alpha_min < 0 < alpha_max:
+            raise ValueError(f"alpha_min must be below 0 and alpha_max above it, got {alpha_min} and {alpha_max}")
+        self.alpha_min, self.alpha_max, self.iw_clip = alpha_min, alpha_max, iw_clip
+
+    def divergence(self, student_logits: torch.Tensor, teacher_probs: torch.Tensor, alpha: float):
+        """(D_alpha(p || q) per example, the surrogate whose gradient is D_alpha's); the importance
+        weights are clipped except in the KL limit, as in the released code."""
+        log_q = student_logits.log_softmax(dim=-1)
+        q = log_q.detach().exp()
+        ratio = teacher_probs / q
+        if abs(alpha - 1.0) < 1e-3:  # the limit alpha -> 1: KL(p || q)
+            value = ratio * ratio.clamp_min(1e-12).log()  # unclipped, as in the released code
+            rho = ratio
+            base = 0.0
+        else:
+            weighted = ratio.pow(alpha).clamp(0, self.iw_clip)
+            value = weighted / (alpha * (alpha - 1.0))
+            base = 1.0 / (alpha * (alpha - 1.0))
+            rho = weighted / alpha + base
+        divergence = (q * (value - base)).sum(dim=-1)
+        surrogate = -(q * rho * log_q).sum(dim=-1)
+        return divergence, surrogate
+
+    def forward(self, student_logits: torch.Tensor, teacher_probs: torch.Tensor) -> torch.Tensor:
+        teacher_probs = teacher_probs.detach()
+        low, low_grad = self.divergence(student_logits, teacher_probs, self.alpha_min)
+        high, high_grad = self.divergence(student_logits, teacher_probs, self.alpha_max)
+        return torch.where(low > high, low_grad, high_grad).mean()
+
+
+def inplace_distill_loss(recipe: Recipe) -> nn.Module:
+    """The loss a sandwich's smaller sub-networks learn the largest one's soft outputs with:
+    ``loss(student_logits, teacher_probs)``."""
+    if recipe.inplace_distill_divergence == "alpha":
+        return AdaptiveAlphaDivergence(
+            recipe.inplace_distill_alpha_min, recipe.inplace_distill_alpha_max, recipe.inplace_distill_iw_clip
+        )
+    from timm.loss import SoftTargetCrossEntropy
+
+    return SoftTargetCrossEntropy()
 
 
 def load_teacher(recipe: Recipe, num_classes: int, device) -> nn.Module | None:

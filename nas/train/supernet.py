@@ -25,7 +25,6 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from timm.loss import SoftTargetCrossEntropy
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -37,6 +36,7 @@ from nas.recipe import Recipe
 from nas.runconfig import SupernetRunConfig
 from nas.space import recorded_source
 from nas.train.loop import Trainer
+from nas.train.losses import inplace_distill_loss
 from supernets import build_supernet, get_family
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class SandwichStrategy:
 
     def __init__(self, trainer: "SupernetTrainer"):
         self.trainer = trainer
-        self.soft_loss = SoftTargetCrossEntropy()
+        self.soft_loss = inplace_distill_loss(trainer.recipe)
         self.rng = random.Random(trainer.seed + 17)
 
     @staticmethod
