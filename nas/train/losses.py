@@ -45,11 +45,12 @@ def classification_loss(recipe: Recipe, num_classes: int):
 class AdaptiveAlphaDivergence(nn.Module):
     """AlphaNet's in-place distillation loss (Wang et al. 2021, §3 and eq. 6): of the two
     alpha-divergences D_alpha(p || q) between the teacher's probabilities ``p`` and the student's ``q``,
-    at ``alpha_min < 0`` (which punishes a student that is too sure where the teacher is not) and
-    ``alpha_max > 0`` (which punishes one that is not sure enough), each example takes the larger.
+    at ``alpha_min < 0`` (large when the student over-estimates the teacher's uncertainty: not sure
+    enough where the teacher is) and ``alpha_max > 0`` (large when it under-estimates it: too sure
+    where the teacher is not), each example takes the larger.
 
-    The value returned is the surrogate whose gradient is the divergence's (the released code's
-    ``AdaptiveLossSoft``): ``-sum_i q_i rho(w_i) log q_i`` with the importance weights
+    The value returned is the divergence, and its gradient is that of the released code's surrogate
+    (``AdaptiveLossSoft``): ``-sum_i q_i rho(w_i) log q_i`` with the importance weights
     ``w = p / q`` raised to ``alpha`` and clipped at ``iw_clip`` so that a few classes the student
     rules out cannot dominate the gradient. At ``alpha = 1`` it is cross-entropy against ``p``: the
     gradient of KL(p || q), the default in-place distillation.
@@ -84,7 +85,9 @@ class AdaptiveAlphaDivergence(nn.Module):
         teacher_probs = teacher_probs.detach()
         low, low_grad = self.divergence(student_logits, teacher_probs, self.alpha_min)
         high, high_grad = self.divergence(student_logits, teacher_probs, self.alpha_max)
-        return torch.where(low > high, low_grad, high_grad).mean()
+        surrogate = torch.where(low > high, low_grad, high_grad).mean()
+        # the value logged is the divergence; the gradient is the surrogate's
+        return torch.maximum(low, high).mean().detach() + surrogate - surrogate.detach()
 
 
 def inplace_distill_loss(recipe: Recipe) -> nn.Module:
