@@ -5,8 +5,9 @@ extracted as a static model, measured in the same run (this machine is shared an
 
 For each space (default: the three families' main spaces) it times the smallest and the largest
 named member. Prints one line per member: median ms per step for both, and the ratio supernet / static
-(target: <= 1.10). Steps of the two models are interleaved so that drifts in machine load hit
-both alike.
+(target: <= 1.03, issue 16). Steps of the two models are interleaved so that drifts in machine load hit
+both alike. ``zero_grad`` is the supernet's own, as in training: it keeps the gradients that only
+in-place slices wrote for the next step (``supernets.elastic_ops``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import Family, SpaceRules
 from nas.core.space import SearchSpace
+from supernets.elastic_ops import enable_slice_gradients
 
 __all__ = [
     "Family",
@@ -74,8 +75,11 @@ def family_rules(name: str) -> SpaceRules:
 
 def build_supernet(space: SearchSpace, img_size=224, num_classes: int = 1000, **kwargs) -> nn.Module:
     """The weight-sharing supernet of ``space`` for inputs of ``img_size`` (the attention bias
-    tables are built for that resolution)."""
-    return get_family(space.family).build_supernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+    tables are built for that resolution). Its parameters get in-place slice gradients
+    (:func:`supernets.elastic_ops.enable_slice_gradients`)."""
+    net = get_family(space.family).build_supernet(space, img_size=img_size, num_classes=num_classes, **kwargs)
+    enable_slice_gradients(net)
+    return net
 
 
 def extract(net: nn.Module, arch: ArchConfig) -> nn.Module:

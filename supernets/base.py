@@ -13,7 +13,7 @@ from timm.layers import to_2tuple
 from nas.core.arch import ArchConfig
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace, StageSpace
-from supernets.elastic_ops import copy_sliced_state
+from supernets.elastic_ops import copy_sliced_state, zero_slice_gradients
 
 NUM_STAGES = 4
 
@@ -70,6 +70,14 @@ class SupernetBase(nn.Module):
     def no_weight_decay(self) -> set[str]:
         """Parameters AdamW should not decay: attention biases and architecture logits (timm's rule)."""
         return {k for k, _ in self.named_parameters() if "attention_biases" in k or k.startswith("arch_logits")}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """As ``nn.Module.zero_grad``; with ``set_to_none`` each gradient that only in-place slices
+        wrote is kept, zeroed where they wrote, for the next step's first write."""
+        if set_to_none:
+            zero_slice_gradients(self)
+        else:
+            super().zero_grad(set_to_none=False)
 
     def set_distilled_training(self, enable: bool = True) -> None:
         """Return (class logits, distillation logits) in training mode, for hard distillation."""

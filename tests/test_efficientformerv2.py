@@ -112,6 +112,56 @@ def test_training_touches_only_the_active_slices():
     assert net.stages[0].blocks[1].mlp.fc1.conv.weight.grad is None
 
 
+@pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer-tiny", "swiftformer-tiny"])
+def test_in_place_slice_gradients_equal_autograds(space_name):
+    """Slices add their gradients into ``.grad`` in place (issue 16): over sandwich steps, small-only
+    steps and a step after ``optimizer.zero_grad()``, every gradient equals plain autograd slicing's,
+    and a small sub-network's step reuses last step's gradient tensor instead of a new full-size one."""
+    import copy
+    import io
+
+    from supernets.elastic_ops import enable_slice_gradients, leading
+
+    space = load_space(space_name)
+    torch.manual_seed(0)
+    net = build_supernet(space, img_size=32, num_classes=10).train()
+    plain = copy.deepcopy(net)  # a copy's parameters come without slice gradients
+    enable_slice_gradients(net, min_numel=1)  # the tiny spaces' weights are all below the default size
+    rng = random.Random(0)
+    archs = [space.largest(), space.smallest(), *(space.sample(rng) for _ in range(4))]
+    x = torch.randn(4, 3, 32, 32)
+    steps = [archs[:4], archs[1:3], [archs[4]], [archs[5], archs[0]], [archs[1]], [archs[1]]]
+    for i, step in enumerate(steps):
+        grads_before = {n: p.grad for n, p in net.named_parameters()}
+        for model in (net, plain):
+            if i == 4:  # an optimizer's zero_grad drops the gradients without zeroing them
+                for p in model.parameters():
+                    p.grad = None
+            else:
+                model.zero_grad(set_to_none=True)
+            for arch in step:
+                torch.manual_seed(i)
+                model(x, arch).logsumexp(dim=1).mean().backward()
+        for (name, p), q in zip(net.named_parameters(), plain.parameters()):
+            assert (p.grad is None) == (q.grad is None), name
+            if p.grad is not None:
+                assert torch.equal(p.grad, q.grad), name
+        if i == 5:  # the smallest again: its sliced weights' gradients are last step's tensors, zeroed and reused
+            reused = [n for n, p in net.named_parameters() if p.grad is not None and p.grad is grads_before[n]]
+            assert len(reused) > 10
+    fc = next(m for m in net.modules() if isinstance(m, torch.nn.Linear) and m.weight.grad is not None)
+    assert fc.weight.grad.shape == fc.weight.shape
+    # a pickled supernet loses the parameters' hooks, so it comes back slicing the plain autograd way
+    buffer = io.BytesIO()
+    torch.save(net, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    weight = next(p for p in loaded.parameters() if p.ndim == 4)
+    assert leading(weight, 1).grad_fn.name() == "SliceBackward0"
+    enable_slice_gradients(loaded, min_numel=1)
+    assert leading(weight, 1).grad_fn.name() != "SliceBackward0"
+
+
 def test_attention_bias_follows_the_construction_resolution(space):
     net = build_supernet(space, img_size=96, num_classes=10)
     stage3_mhsa = net.stages[2].blocks[-1].token_mixer

@@ -38,6 +38,7 @@ from nas.space import recorded_source
 from nas.train.loop import Trainer
 from nas.train.losses import inplace_distill_loss
 from supernets import build_supernet, get_family
+from supernets.elastic_ops import enable_slice_gradients
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class SandwichStrategy:
         t = self.trainer
         archs: list[ArchConfig] = [t.space.largest(), t.space.smallest()]
         archs += [self.sample() for _ in range(t.recipe.sandwich_random)]
-        t.optimizer.zero_grad(set_to_none=True)
+        t.net.zero_grad(set_to_none=True)  # keeps the gradients only slices wrote (elastic_ops)
         soft_targets, total = None, 0.0
         for i, arch in enumerate(archs):
             with t.autocast():
@@ -146,8 +147,7 @@ class GumbelStrategy(SandwichStrategy):
     def train_step(self, images, targets, teacher_labels) -> float:
         t = self.trainer
         t.net.set_temperature(gumbel_temperature(t.recipe, t.step / max(t.total_steps, 1)))
-        t.optimizer.zero_grad(set_to_none=True)
-        self.alpha_optimizer.zero_grad(set_to_none=True)
+        t.net.zero_grad(set_to_none=True)  # the weights' and the architecture logits'
         with t.autocast():
             loss, _ = t.supervised_loss(t.model(images), targets, teacher_labels)
         t.backward(loss)
@@ -226,6 +226,8 @@ class SupernetTrainer(Trainer):
         return STRATEGIES[self.family.training].weight_parameters(self.net)  # called before setup()
 
     def setup(self) -> None:
+        if self.env.world > 1:  # DDP reduces what autograd accumulates; in-place slice gradients bypass it
+            enable_slice_gradients(self.net, False)
         self.strategy = STRATEGIES[self.family.training](self)
 
     def extra_state(self) -> dict[str, Any]:
