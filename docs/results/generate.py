@@ -511,7 +511,7 @@ def _variant(folder: Path) -> dict:
 def _budget_row(label: str, search: dict, compare: dict) -> str:
     """One row of the searched-against-random table."""
     s = compare["summary"]
-    beats = s["margin_over_best_random"] > s["pooled_seed_std"]
+    beats = _clears_noise(s)
     return (
         f"| {label} ({compare['objective']['target']:.1f}) | {100 * s['searched_top1']:.2f} | "
         f"{100 * s['random_top1_mean']:.2f} | {100 * s['random_top1_best']:.2f} | "
@@ -608,11 +608,10 @@ NAS_LATENCY_DIR=tables-{EVIDENCE_TABLE_COMMIT} nas compare --searched runs/searc
 {chr(10).join(details)}"""
 
 
-def _variant_training_line(baselines: dict, variants: list[dict]) -> str:
-    """The baseline recipe against band sampling and alpha-divergence distillation at the variant target:
-    each supernet's tau over the whole range and over the compared networks, and its searched network's
-    margin over the best random one."""
-    entries = {"uniform": [], "band": [], "alpha": []}
+def _evidence_by_kind(baselines: dict) -> dict[str, list[tuple[str, float, dict]]]:
+    """The searched-against-random comparisons at the variant targets, grouped by what the supernet's recipe
+    changes (:func:`_recipe_kind`): (supernet folder, target, compare summary) each."""
+    entries: dict[str, list[tuple[str, float, dict]]] = {"uniform": [], "band": [], "alpha": []}
     for target, (_search, compare) in baselines.items():
         if any(_yaml(HERE / n / "config.yaml")["target"] == target for n, _ in VARIANT_EVIDENCE):
             entries["uniform"].append((EVIDENCE_SUPERNET, target, compare["summary"]))
@@ -621,6 +620,18 @@ def _variant_training_line(baselines: dict, variants: list[dict]) -> str:
         supernet = f"supernet-{Path(sconfig['supernet']).name}"
         kind = _recipe_kind(_yaml(HERE / supernet / "config.yaml")["recipe"])
         entries[kind].append((supernet, sconfig["target"], _json(HERE / compare_name / "result.json")["summary"]))
+    return entries
+
+
+def _clears_noise(summary: dict) -> bool:
+    """The issue's target: the searched network beats the best random one by more than the seed noise."""
+    return summary["margin_over_best_random"] > summary["pooled_seed_std"]
+
+
+def _variant_training_line(entries: dict, variants: list[dict]) -> str:
+    """The baseline recipe against band sampling and alpha-divergence distillation at the variant target:
+    each supernet's tau over the whole range and over the compared networks, and its searched network's
+    margin over the best random one."""
     whole: dict[str, float] = {}
     for v in variants:  # the first study of a supernet: the baseline calibration, not a variant's
         whole.setdefault(v["supernet"], v["stats"]["kendall_tau"])
@@ -637,9 +648,7 @@ def _variant_training_line(baselines: dict, variants: list[dict]) -> str:
     def mean_margin(kind: str) -> float:
         return statistics.fmean(100 * s["margin_over_best_random"] for _, _, s in entries[kind])
 
-    cleared = [
-        name for kind in entries for name, _, s in entries[kind] if s["margin_over_best_random"] > s["pooled_seed_std"]
-    ]
+    cleared = [name for kind in entries for name, _, s in entries[kind] if _clears_noise(s)]
     return (
         f"the baseline recipe ({describe_group('uniform')}) against sampling in the band "
         f"({describe_group('band')}) and against alpha-divergence distillation ({describe_group('alpha')}). "
@@ -653,7 +662,7 @@ def _variant_training_line(baselines: dict, variants: list[dict]) -> str:
     )
 
 
-def _alpha_line(variants: list[dict], kl_reseeded: list[dict]) -> str:
+def _alpha_line(entries: dict, variants: list[dict], kl_reseeded: list[dict]) -> str:
     """AlphaNet's alpha-divergence against KL, seed for seed: tau over the range, and the searched networks."""
     alpha = sorted((v for v in variants if _recipe_kind(v["recipe"]) == "alpha"), key=lambda v: v["seed"])
     if not alpha:
@@ -665,11 +674,7 @@ def _alpha_line(variants: list[dict], kl_reseeded: list[dict]) -> str:
         + (f" against {k['stats']['kendall_tau']:+.2f} with KL" if k else "")
         for v, k in pairs
     )
-    margins = []
-    for search_name, compare_name in VARIANT_EVIDENCE:
-        supernet = f"supernet-{Path(_yaml(HERE / search_name / 'config.yaml')['supernet']).name}"
-        if _recipe_kind(_yaml(HERE / supernet / "config.yaml")["recipe"]) == "alpha":
-            margins.append(_json(HERE / compare_name / "result.json")["summary"])
+    margins = [summary for _, _, summary in entries["alpha"]]
     beaten = ", ".join(f"{s['random_beaten']} of {s['networks'] - 1}" for s in margins)
     over = ", ".join(
         f"{100 * s['margin_over_best_random']:+.2f} (seed std {100 * s['pooled_seed_std']:.2f})" for s in margins
@@ -684,9 +689,16 @@ def _alpha_line(variants: list[dict], kl_reseeded: list[dict]) -> str:
             f", a difference {'smaller' if abs(alpha_mean - kl_mean) < reseed else 'larger'} than the "
             f"{reseed:.2f} one reseed of KL's recipe moves it"
         )
+    kl_summaries = [summary for _, _, summary in entries["uniform"]]
+
+    def cleared(summaries: list[dict]) -> str:
+        n = sum(map(_clears_noise, summaries))
+        return f"{n} of {len(summaries)}" if n else "none"
+
+    verdict = f"{cleared(margins)} above the seed noise, against {cleared(kl_summaries)} of KL's"
     return (
         f"AlphaNet's alpha-divergence distillation ranks the range at tau {taus} ({mean_words}). Its searched "
-        f"networks beat {beaten} random ones, by {over} points over the best: below the seed noise, as KL's are."
+        f"networks beat {beaten} random ones, by {over} points over the best: {verdict}."
     )
 
 
@@ -714,7 +726,7 @@ def search_evidence_doc() -> str:
         plan = _json(HERE / compare_name / "plan.json")["config"]
         s, rows = compare["summary"], compare["rows"]
         level = round(100 * s["ci_level"])
-        beats = s["margin_over_best_random"] > s["pooled_seed_std"]
+        beats = _clears_noise(s)
         verdicts.append((sconfig["target"], beats, s))
         budget_rows.append(_budget_row(f"MES {sconfig['target']:g}", search, compare))
         arch = ArchConfig.from_dict(search["arch"])
@@ -831,8 +843,9 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
             f"points, above its mean (measured: {100 * (v['random_top1_best'] - v['random_top1_mean']):.2f})."
         )
     band_lines = "\n  ".join(band)
-    training_line = _variant_training_line(baselines, variants)
-    alpha_line = _alpha_line(variants, reseeded)
+    evidence = _evidence_by_kind(baselines)
+    training_line = _variant_training_line(evidence, variants)
+    alpha_line = _alpha_line(evidence, variants, reseeded)
     start_row = next(
         line
         for line in (HERE / EVIDENCE[0][0] / "summary.md").read_text(encoding="utf-8").splitlines()
