@@ -38,11 +38,15 @@ def leading(t: torch.Tensor | None, *sizes: int) -> torch.Tensor | None:
         return None
     if all(s == n for s, n in zip(sizes, t.shape)):
         return t
-    index = tuple(slice(0, s) for s in sizes)
+    index = _leading_index(sizes)
     state = t.__dict__.get(_SLICE_STATE)
     if state is not None and state.enabled and state.hooked and t.requires_grad and torch.is_grad_enabled():
         return _SliceWithInPlaceGradient.apply(t, index, state)
     return t[index]
+
+
+def _leading_index(sizes) -> tuple[slice, ...]:
+    return tuple(slice(0, s) for s in sizes)
 
 
 #: Attribute of a parameter that holds its :class:`SliceGradientState`.
@@ -99,7 +103,9 @@ class _SliceWithInPlaceGradient(torch.autograd.Function):
         target = weight.grad
         if target is None:
             target, state.spare = state.spare, None
-            if target is None or target.shape != weight.shape or target.dtype != weight.dtype:
+            # none kept, or the module was moved or cast since (``.to`` does not move the spare)
+            same = target is not None and target.dtype == weight.dtype and target.device == weight.device
+            if not same or target.shape != weight.shape:
                 target = torch.zeros_like(weight, memory_format=torch.contiguous_format)
             weight.grad = target
             state.region = ()
@@ -153,7 +159,7 @@ def zero_slice_gradients(module: nn.Module) -> None:
         if state is not None and p.grad is not None:
             if state.enabled and state.region is not None and p.grad.is_contiguous():
                 if state.region:
-                    p.grad[tuple(slice(0, s) for s in state.region)].zero_()
+                    p.grad[_leading_index(state.region)].zero_()
                 state.spare = p.grad
             state.region = ()
         p.grad = None
