@@ -83,6 +83,10 @@ class Recipe:
     inplace_distill_alpha_min: float = setting(-1.0, high=0, high_open=True)
     inplace_distill_alpha_max: float = setting(1.0, low=0, low_open=True)
     inplace_distill_iw_clip: float = setting(5.0, low=0, low_open=True)
+    # Gradient conflict (NASViT §3.2): where, for a weight tensor, the largest sub-network's gradient points
+    # against the other sub-networks' (negative inner product), project it onto the normal plane of
+    # theirs before summing, so the smaller sub-networks' training comes first
+    sandwich_gradient_projection: bool = False
     teacher: str = ""  # timm model name for hard distillation ("" for none)
     teacher_checkpoint: str = ""
     distill_alpha: float = setting(0.5, low=0, high=1)

@@ -302,3 +302,65 @@ def test_alpha_divergence_inplace_distillation(cifar_slice, tmp_path):
     assert "inplace_distill_divergence: alpha" in (run / "config.yaml").read_text()
     losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines() if "loss" in line]
     assert losses and all(0 < x < 20 for x in losses)  # cross-entropy and divergences are positive
+
+
+def test_gradient_projection_prioritises_the_smaller_subnetworks(tmp_path, cifar_slice):
+    """NASViT §3.2: where the largest sub-network's gradient of a tensor conflicts with the others',
+    it loses its component along theirs before the two are summed; elsewhere they are summed."""
+    import copy
+    import random
+
+    from nas.train.supernet import MAX_PROJECTION_COEFFICIENT, project_conflicting_gradients, set_aside_gradients
+    from supernets import build_supernet
+    from supernets.elastic_ops import enable_slice_gradients
+
+    def projected(largest, others):
+        param = torch.nn.Parameter(torch.zeros(len(others), dtype=torch.float64))
+        param.grad = torch.tensor(others, dtype=torch.float64)
+        counts = project_conflicting_gradients({param: torch.tensor(largest, dtype=torch.float64)})
+        return param.grad, counts
+
+    # conflicting: g_l = (-2, 1), g_s = (1, 0): g_l loses (-2, 0); the sum is g_s + (0, 1)
+    summed, counts = projected([-2.0, 1.0], [1.0, 0.0])
+    assert torch.allclose(summed, torch.tensor([1.0, 1.0], dtype=torch.float64)) and counts == (1, 1)
+    others = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    assert torch.dot(summed - others, others) == 0  # what is left of g_l is orthogonal to g_s
+    # agreeing: the plain sandwich sum
+    summed, counts = projected([2.0, 1.0], [1.0, 3.0])
+    assert torch.equal(summed, torch.tensor([3.0, 4.0], dtype=torch.float64)) and counts == (0, 1)
+    # the others barely use the tensor: the coefficient stops at its clip instead of growing without bound
+    summed, _ = projected([-100.0, 0.0], [1.0, 0.0])
+    assert summed[0].item() == pytest.approx(1.0 + MAX_PROJECTION_COEFFICIENT - 100.0)
+    # the others leave it unused: the largest's gradient alone, no NaN
+    summed, counts = projected([-1.0, 2.0], [0.0, 0.0])
+    assert torch.equal(summed, torch.tensor([-1.0, 2.0], dtype=torch.float64)) and counts == (0, 1)
+
+    # a sandwich step on a supernet: the in-place slice gradients (elastic_ops) give autograd's result
+    space = load_space("efficientformerv2-tiny")
+    torch.manual_seed(0)
+    net = build_supernet(space, img_size=32, num_classes=10).train()
+    plain = copy.deepcopy(net)
+    enable_slice_gradients(net, min_numel=1)
+    archs = [space.largest(), space.smallest(), space.sample(random.Random(0))]
+    x = torch.randn(4, 3, 32, 32)
+    conflicts = []
+    for model in (net, plain):
+        model.zero_grad(set_to_none=True)
+        for i, arch in enumerate(archs):
+            if i == 1:
+                largest = set_aside_gradients(model.parameters())
+            torch.manual_seed(i)
+            (model(x, arch).logsumexp(dim=1).mean() * (1 if i == 0 else -1)).backward()
+        conflicts.append(project_conflicting_gradients(largest))
+    assert conflicts[0] == conflicts[1] and 0 < conflicts[0][0] < conflicts[0][1]
+    for (name, p), q in zip(net.named_parameters(), plain.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+
+    run = tmp_path / "run"
+    argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo"]
+    argv += ["--data", str(cifar_slice), "--run", str(run), *QUICK, "--sandwich-gradient-projection", "true"]
+    assert main(argv) == 0
+    assert "sandwich_gradient_projection: true" in (run / "config.yaml").read_text()
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    fractions = [line["gradient_conflicts"] for line in lines if "loss" in line]
+    assert fractions and all(0 <= f <= 1 for f in fractions) and any(f > 0 for f in fractions)

@@ -5,7 +5,8 @@ step runs the largest, the smallest and ``sandwich_random`` uniformly sampled su
 within a parameter band where the recipe sets ``sandwich_params_min``/``_max``, AttentiveNAS) on the
 same batch, accumulates their gradients and takes one optimizer step. The largest learns from the
 labels (and a teacher, if any); by default the others learn the largest's soft outputs (in-place
-distillation).
+distillation). With ``sandwich_gradient_projection`` the largest's gradient is projected where it
+conflicts with the others' (NASViT §3.2) before the two are summed.
 
 EfficientFormer (§4.2, eq. 8): every step draws one block choice per position by Gumbel-softmax,
 at a temperature annealed exponentially from ``gumbel_tau_start`` to ``gumbel_tau_end``; the
@@ -43,6 +44,50 @@ from supernets.elastic_ops import enable_slice_gradients
 log = logging.getLogger(__name__)
 
 
+#: The most of the other sub-networks' gradient that gradient projection adds (NASViT's released code clips
+#: the projection coefficient at 2, so a weight the others barely use is not swamped).
+MAX_PROJECTION_COEFFICIENT = 2.0
+
+
+@torch.no_grad()
+def set_aside_gradients(parameters) -> dict[nn.Parameter, torch.Tensor]:
+    """The gradients so far (the largest sub-network's), copied out; the parameters' own are zeroed in
+    place, not dropped, so DDP's buckets and the in-place slice gradients (elastic_ops) keep adding
+    into them."""
+    kept = {}
+    for param in parameters:
+        if param.grad is not None:
+            kept[param] = param.grad.detach().clone()
+            param.grad.zero_()
+    return kept
+
+
+@torch.no_grad()
+def project_conflicting_gradients(largest: dict[nn.Parameter, torch.Tensor]) -> tuple[int, int]:
+    """Sum the largest sub-network's gradients (``largest``) into the others' (each parameter's ``.grad``),
+    projecting a conflicting one first (NASViT §3.2).
+
+    Per weight tensor, with ``g_l`` the largest's gradient and ``g_s`` the sum of the others': where
+    ``<g_l, g_s> < 0``, ``g_l`` loses its component along ``g_s`` (``g_l - <g_l, g_s> / |g_s|^2 g_s``, the
+    coefficient clipped at :data:`MAX_PROJECTION_COEFFICIENT`), so the step never undoes what the
+    smaller sub-networks ask for; elsewhere the two are summed as the plain sandwich rule does. Both
+    gradients share the loss scale, so the coefficient is the same scaled or not. Returns how many
+    tensors conflicted, and of how many.
+    """
+    tiny = torch.finfo(torch.float32).tiny
+    conflicts = []
+    for param, largest_grad in largest.items():
+        others = param.grad
+        inner = torch.dot(others.reshape(-1), largest_grad.reshape(-1))
+        # -<g_l, g_s> / |g_s|^2, or 0 where they agree (and where the others left the weight unused)
+        coefficient = (-inner / torch.dot(others.reshape(-1), others.reshape(-1)).clamp_min(tiny)).clamp(
+            0.0, MAX_PROJECTION_COEFFICIENT
+        )
+        others.add_(others * coefficient.to(others.dtype) + largest_grad)
+        conflicts.append(inner < 0)
+    return int(torch.stack(conflicts).sum().item()) if conflicts else 0, len(conflicts)
+
+
 def gumbel_temperature(recipe: Recipe, progress: float) -> float:
     """Exponential annealing from ``gumbel_tau_start`` (progress 0) to ``gumbel_tau_end`` (1)."""
     return recipe.gumbel_tau_start * (recipe.gumbel_tau_end / recipe.gumbel_tau_start) ** min(max(progress, 0.0), 1.0)
@@ -56,6 +101,8 @@ class SandwichStrategy:
         self.trainer = trainer
         self.soft_loss = inplace_distill_loss(trainer.recipe)
         self.rng = random.Random(trainer.seed + 17)
+        # weight tensors whose gradients conflicted, of those compared, since the last metrics line
+        self.conflicts = [0, 0]
 
     @staticmethod
     def weight_parameters(net: nn.Module) -> list[tuple[str, nn.Parameter]]:
@@ -68,8 +115,10 @@ class SandwichStrategy:
         archs: list[ArchConfig] = [t.space.largest(), t.space.smallest()]
         archs += [self.sample() for _ in range(t.recipe.sandwich_random)]
         t.net.zero_grad(set_to_none=True)  # keeps the gradients only slices wrote (elastic_ops)
-        soft_targets, total = None, 0.0
+        soft_targets, total, largest_grads = None, 0.0, None
         for i, arch in enumerate(archs):
+            if i == 1 and t.recipe.sandwich_gradient_projection:
+                largest_grads = set_aside_gradients(t.net.parameters())
             with t.autocast():
                 output = t.model(images, arch)
                 if i == 0 or not t.recipe.inplace_distill:
@@ -81,6 +130,10 @@ class SandwichStrategy:
                     loss = self.soft_loss(logits.float(), soft_targets)
             t.backward(loss)
             total += loss.item()
+        if largest_grads is not None:
+            conflicted, tensors = project_conflicting_gradients(largest_grads)
+            self.conflicts[0] += conflicted
+            self.conflicts[1] += tensors
         t.optimizer_step(t.net.parameters())
         return total / len(archs)
 
@@ -114,8 +167,13 @@ class SandwichStrategy:
         self.rng.setstate(state["sandwich_rng"])
 
     def record(self) -> dict[str, Any]:
-        """Extra fields of each metrics line."""
-        return {}
+        """Extra fields of each metrics line: with gradient projection, the fraction of weight tensors
+        whose largest-vs-others gradients conflicted over the steps since the last line."""
+        if not self.trainer.recipe.sandwich_gradient_projection:
+            return {}
+        conflicted, tensors = self.conflicts
+        self.conflicts = [0, 0]
+        return {"gradient_conflicts": conflicted / tensors if tensors else 0.0}
 
     def saved(self, state: dict[str, Any]) -> None:
         """Called after every checkpoint."""
