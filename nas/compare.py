@@ -45,7 +45,7 @@ from nas.search.objective import Objective, cost_function
 from nas.search.pool import EvaluatorPool
 from nas.search.sample import sample_within_budget
 from nas.space import load_space
-from nas.stats import bootstrap_margins, mean_std, pooled_std
+from nas.stats import bootstrap_margins, headroom, mean_std, pooled_std
 from nas.train.fixed import train_fixed
 from nas.train.runfolder import finished_or_run
 
@@ -419,6 +419,7 @@ def _summary(rows: list[dict], seed: int, with_supernet: bool) -> dict[str, Any]
         "pooled_seed_std": pooled_std([r["top1_seeds"] for r in rows]),
         **bootstrap_margins(searched_row["top1_seeds"], [r["top1_seeds"] for r in random_rows], seed=seed),
     }
+    summary.update(headroom(summary["random_top1_std"], summary["pooled_seed_std"], len(random_rows)))
     if with_supernet:
         tau = kendalltau([r["supernet_top1"] for r in rows], [r["top1"] for r in rows]).statistic
         summary["kendall_tau_supernet_vs_scratch"] = None if tau != tau else float(tau)  # NaN when all tie
@@ -524,6 +525,13 @@ def summary_line(result: dict) -> str:
             f"over the best random {100 * s['margin_over_best_random']:+.2f} ({100 * blo:+.2f} to "
             f"{100 * bhi:+.2f}); beats {s['random_beaten']} of {s['networks'] - 1} random networks; pooled seed "
             f"std {100 * s['pooled_seed_std']:.2f} points"
+        )
+    if s.get("band_spread_over_seed_noise") is not None:
+        line += (
+            f"; the random networks spread by {100 * s['random_top1_std']:.2f} points (std), "
+            f"{s['band_spread_over_seed_noise']:.1f}x the seed noise: to beat the best of {s['networks'] - 1} by "
+            f"more than the seed noise, a network must sit about {100 * s['margin_needed_over_random_mean']:.2f} "
+            f"points above the random mean (the searched one: {100 * s['margin_over_random_mean']:+.2f})"
         )
     if "kendall_tau_supernet_vs_scratch" in s:
         tau = s["kendall_tau_supernet_vs_scratch"]

@@ -64,3 +64,29 @@ def bootstrap_margins(
         "ci_level": level,
         "bootstrap_replicates": replicates,
     }
+
+
+def expected_max_normal(k: int) -> float:
+    """The expected largest of ``k`` draws from a standard normal distribution (order statistics):
+    1.16 for 5 draws, 1.54 for 10."""
+    from scipy import integrate, stats
+
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    density = lambda x: x * k * stats.norm.pdf(x) * stats.norm.cdf(x) ** (k - 1)  # noqa: E731
+    return float(integrate.quad(density, -12, 12)[0])
+
+
+def headroom(random_std: float, seed_std: float, draws: int) -> dict[str, float | None]:
+    """How much room a budget band leaves a search (issue 11): if the random networks' accuracies
+    spread by ``random_std`` (their means' standard deviation), the best of ``draws`` of them lies
+    about ``expected_max_normal(draws) * random_std`` above their mean, so a network must sit that
+    plus one seed standard deviation above the mean to beat the best by more than the seed noise.
+    Where the band's spread is below the seed noise, no search can be told from a lucky draw by a
+    few seeds; the comparison says so rather than leave it to the reader."""
+    best = expected_max_normal(draws) * random_std if draws > 1 else 0.0
+    return {
+        "band_spread_over_seed_noise": random_std / seed_std if seed_std > 0 else None,
+        "expected_best_random_over_mean": best,
+        "margin_needed_over_random_mean": best + seed_std,
+    }

@@ -4,11 +4,12 @@ import csv
 import json
 import random
 
+import numpy as np
 import pytest
 
 from nas import load_space
 from nas.cli import main
-from nas.stats import bootstrap_margins, mean_std, pooled_std
+from nas.stats import bootstrap_margins, expected_max_normal, headroom, mean_std, pooled_std
 
 
 def test_bootstrap_margins_on_known_data():
@@ -29,6 +30,26 @@ def test_bootstrap_margins_on_known_data():
     assert noisy == bootstrap_margins(searched, randoms, seed=1)  # seeded: the same intervals
     assert pooled_std(randoms) == pytest.approx(0.01, abs=0.005)
     assert mean_std([0.5]) == (0.5, 0.0) and pooled_std([[0.5], [0.7]]) == 0.0
+
+
+def test_headroom_of_a_budget_band():
+    """The best of k random networks lies E[max of k normals] band stds above their mean; to beat it by
+    the seed noise a network must sit that plus one seed std above the mean (issue 11)."""
+    rng = np.random.default_rng(0)
+    simulated = rng.standard_normal((200_000, 5)).max(axis=1).mean()
+    assert expected_max_normal(5) == pytest.approx(simulated, abs=0.01) and expected_max_normal(5) == pytest.approx(
+        1.163, abs=1e-3
+    )
+    assert expected_max_normal(1) == pytest.approx(0.0, abs=1e-9) and expected_max_normal(2) == pytest.approx(
+        1 / np.sqrt(np.pi)
+    )
+    room = headroom(random_std=0.005, seed_std=0.01, draws=5)
+    assert room["band_spread_over_seed_noise"] == pytest.approx(0.5)
+    assert room["expected_best_random_over_mean"] == pytest.approx(0.005 * expected_max_normal(5))
+    assert room["margin_needed_over_random_mean"] == pytest.approx(0.005 * expected_max_normal(5) + 0.01)
+    assert headroom(0.005, 0.0, 5)["band_spread_over_seed_noise"] is None  # one seed: no noise to compare with
+    with pytest.raises(ValueError, match="at least 1"):
+        expected_max_normal(0)
 
 
 def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
@@ -80,6 +101,11 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
     assert s["margin_over_best_random_ci"][0] <= s["margin_over_best_random_ci"][1]
     table = (out / "compare.md").read_text()
     assert " ± " in table and "95% CI" in table and "pooled seed std" in table
+    assert s["margin_needed_over_random_mean"] == pytest.approx(
+        headroom(s["random_top1_std"], s["pooled_seed_std"], 2)["margin_needed_over_random_mean"]
+    )
+    if s["pooled_seed_std"] > 0:
+        assert "x the seed noise: to beat the best of 2 by more than the seed noise" in table
     rows = list(csv.DictReader((out / "compare.csv").open()))
     assert {"top1_std", "top1_seeds"} <= set(rows[0]) and len(rows[0]["top1_seeds"].split()) == 2
     # Resumed, nothing is trained again and the result is the same; other seeds are refused.
