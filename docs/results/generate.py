@@ -25,6 +25,7 @@ from nas.latency import LatencyTable
 from nas.metrics import count_macs, count_params
 from nas.search.objective import Objective, cost_function
 from nas.space import load_space
+from nas.stats import expected_max_normal, headroom
 
 HERE = Path(__file__).resolve().parent
 SUPERNET = "supernet-cifar10-v2-tiny"
@@ -47,6 +48,8 @@ RANK_VARIANTS = (
     "rank-check-v2-tiny-band800-seed1",
     "rank-check-v2-tiny-alpha",
     "rank-check-v2-tiny-alpha-seed1",
+    "rank-check-v2-tiny-proj",
+    "rank-check-v2-tiny-proj-seed1",
 )
 #: Searches and comparisons with a variant supernet, against the baseline's at the same target.
 VARIANT_EVIDENCE = (
@@ -55,6 +58,8 @@ VARIANT_EVIDENCE = (
     ("search-v2-tiny-band800-seed1-mes800", "compare-v2-tiny-band800-seed1-mes800"),
     ("search-v2-tiny-alpha-mes800", "compare-v2-tiny-alpha-mes800"),
     ("search-v2-tiny-alpha-seed1-mes800", "compare-v2-tiny-alpha-seed1-mes800"),
+    ("search-v2-tiny-proj-mes800", "compare-v2-tiny-proj-mes800"),
+    ("search-v2-tiny-proj-seed1-mes800", "compare-v2-tiny-proj-seed1-mes800"),
 )
 #: What the wall times of the alpha-divergence supernets include (they were trained beside other jobs).
 SHARED_CORES_NOTE = (
@@ -489,11 +494,12 @@ def _variant(folder: Path) -> dict:
     distill = "off"
     if recipe["inplace_distill"]:
         distill = "on" + (" (AlphaNet's alpha-divergence)" if _recipe_kind(recipe) == "alpha" else "")
+    projection = ", conflicting gradients projected (NASViT)" if _recipe_kind(recipe) == "projection" else ""
     return {
         "folder": folder.name,
         "supernet": supernet.name,
         "training": f"{recipe['epochs']} epochs, sandwich of largest + smallest + {recipe['sandwich_random']} "
-        f"random{band}, in-place distillation {distill}, seed {sconfig['seed']}",
+        f"random{band}, in-place distillation {distill}{projection}, seed {sconfig['seed']}",
         "recipe": recipe,
         "seed": sconfig["seed"],
         "calibration": config["bn_calib_batches"],
@@ -530,19 +536,31 @@ def _band_words(recipe: dict) -> str:
     return f"{low:g} to {high or float('inf'):g} M parameters" if low or high else ""
 
 
+#: What each kind of supernet variant (:func:`_recipe_kind`) changes, as the variant table labels it.
+KIND_LABELS = {
+    "uniform": "",
+    "band": "",
+    "alpha": ", alpha-divergence distillation",
+    "projection": ", NASViT gradient projection",
+}
+
+
 def _recipe_kind(recipe: dict) -> str:
     """What a supernet variant changes: ``"band"`` (AttentiveNAS sampling), ``"alpha"`` (AlphaNet's
-    alpha-divergence distillation) or ``"uniform"`` (the baseline's recipe)."""
+    alpha-divergence distillation), ``"projection"`` (NASViT's gradient projection) or ``"uniform"`` (the
+    baseline's recipe). Keys that older runs did not record count as their defaults."""
     if _band_words(recipe):
         return "band"
-    return "alpha" if recipe.get("inplace_distill_divergence", "kl") == "alpha" else "uniform"
+    if recipe.get("inplace_distill_divergence", "kl") == "alpha":
+        return "alpha"
+    return "projection" if recipe.get("sandwich_gradient_projection", False) else "uniform"
 
 
 def _supernet_label(supernet: Path) -> str:
     config = _yaml(supernet / "config.yaml")
     band = _band_words(config["recipe"])
-    alpha = ", alpha-divergence distillation" if _recipe_kind(config["recipe"]) == "alpha" else ""
-    return f"{'random drawn within ' + band if band else 'uniform random'}{alpha}, seed {config['seed']}"
+    change = KIND_LABELS[_recipe_kind(config["recipe"])]
+    return f"{'random drawn within ' + band if band else 'uniform random'}{change}, seed {config['seed']}"
 
 
 def _variant_evidence(baselines: dict[float, tuple[dict, dict]], head: str) -> str:
@@ -581,10 +599,12 @@ def _variant_evidence(baselines: dict[float, tuple[dict, dict]], head: str) -> s
 
 Supernets trained with the baseline's recipe and seed 0 or 1, changed in one thing: their sandwich's random
 sub-networks drawn within the parameter band where the MES {", ".join(format(t, "g") for t in targets)} networks lie
-(uniform draws land there 3% of the time; AttentiveNAS's sampling biased to the budget searched), or their
+(uniform draws land there 3% of the time; AttentiveNAS's sampling biased to the budget searched), their
 in-place distillation by AlphaNet's adaptive alpha-divergence (`--inplace-distill-divergence alpha`: alpha
--1 and +1, importance weights clipped at 5) instead of KL. Each is searched and compared as above, priced
-with the same table:
+-1 and +1, importance weights clipped at 5) instead of KL, or their gradients combined by NASViT's gradient
+projection (`--sandwich-gradient-projection true`: where a weight tensor's gradient from the largest
+sub-network points against the sum of the others', it is projected onto the normal plane of that sum before
+the two are added). Each is searched and compared as above, priced with the same table:
 
 ```bash
 nas train-supernet efficientformerv2 --space efficientformerv2-tiny --recipe cifar10-cpu \\
@@ -611,7 +631,7 @@ NAS_LATENCY_DIR=tables-{EVIDENCE_TABLE_COMMIT} nas compare --searched runs/searc
 def _evidence_by_kind(baselines: dict) -> dict[str, list[tuple[str, float, dict]]]:
     """The searched-against-random comparisons at the variant targets, grouped by what the supernet's recipe
     changes (:func:`_recipe_kind`): (supernet folder, target, compare summary) each."""
-    entries: dict[str, list[tuple[str, float, dict]]] = {"uniform": [], "band": [], "alpha": []}
+    entries: dict[str, list[tuple[str, float, dict]]] = {kind: [] for kind in KIND_LABELS}
     for target, (_search, compare) in baselines.items():
         if any(_yaml(HERE / n / "config.yaml")["target"] == target for n, _ in VARIANT_EVIDENCE):
             entries["uniform"].append((EVIDENCE_SUPERNET, target, compare["summary"]))
@@ -619,7 +639,10 @@ def _evidence_by_kind(baselines: dict) -> dict[str, list[tuple[str, float, dict]
         sconfig = _yaml(HERE / search_name / "config.yaml")
         supernet = f"supernet-{Path(sconfig['supernet']).name}"
         kind = _recipe_kind(_yaml(HERE / supernet / "config.yaml")["recipe"])
-        entries[kind].append((supernet, sconfig["target"], _json(HERE / compare_name / "result.json")["summary"]))
+        compare = _json(HERE / compare_name / "result.json")
+        # the searched network's own MES: the band its random networks were drawn from
+        summary = {**compare["summary"], "searched_mes": compare["objective"]["target"]}
+        entries[kind].append((supernet, sconfig["target"], summary))
     return entries
 
 
@@ -648,66 +671,132 @@ def _variant_training_line(entries: dict, variants: list[dict]) -> str:
     def mean_margin(kind: str) -> float:
         return statistics.fmean(100 * s["margin_over_best_random"] for _, _, s in entries[kind])
 
-    cleared = [name for kind in entries for name, _, s in entries[kind] if _clears_noise(s)]
+    cleared = [(kind, name, target, s) for kind in entries for name, target, s in entries[kind] if _clears_noise(s)]
+    compared = sum(map(len, entries.values()))
+    others = [s for kind in entries for _, _, s in entries[kind] if not _clears_noise(s)]
+
+    def below_others(key: str, s: dict) -> str:
+        return "below all" if all(s[key] < o[key] for o in others) else "within the range of"
+
+    def sibling_summaries(kind: str, name: str) -> list[dict]:
+        return [o for n, _, o in entries[kind] if n != name]
+
+    def siblings(kind: str, name: str) -> str:
+        rest = sibling_summaries(kind, name)
+        if not rest:
+            return "no other seed of its recipe was run"
+        clear = sum(map(_clears_noise, rest))
+        return f"{clear} of {len(rest)} other seed(s) of its recipe clear it" + (
+            f" (margin {', '.join(format(100 * o['margin_over_best_random'], '+.2f') for o in rest)} points)"
+            if not clear
+            else ""
+        )
+
+    cleared_words = "; ".join(
+        f"{name}'s searched network stopped at MES {s['searched_mes']:.1f} (target {target:g}), so its random "
+        f"networks come from that band, whose spread is {100 * s['random_top1_std']:.2f} points std "
+        f"({below_others('random_top1_std', s)} the other comparisons') and seed noise "
+        f"{100 * s['pooled_seed_std']:.2f} ({below_others('pooled_seed_std', s)} theirs); its "
+        "supernet ranks the range at tau "
+        f"{whole[name]:+.2f}, and {siblings(kind, name)}"
+        for kind, name, target, s in cleared
+    )
     return (
         f"the baseline recipe ({describe_group('uniform')}) against sampling in the band "
-        f"({describe_group('band')}) and against alpha-divergence distillation ({describe_group('alpha')}). "
+        f"({describe_group('band')}), against alpha-divergence distillation ({describe_group('alpha')}) and "
+        f"against gradient projection ({describe_group('projection')}). "
         f"Mean margin over the best random network: {mean_margin('uniform'):+.2f} points for the baseline "
-        f"recipe, {mean_margin('band'):+.2f} in the band, {mean_margin('alpha'):+.2f} with alpha-divergence; "
+        f"recipe, {mean_margin('band'):+.2f} in the band, {mean_margin('alpha'):+.2f} with alpha-divergence, "
+        f"{mean_margin('projection'):+.2f} with gradient projection; "
         + (
-            f"it exceeds the seed noise for {', '.join(cleared)}."
+            f"it exceeds the seed noise in {len(cleared)} of the {compared} comparisons: {cleared_words}."
+            + (
+                " A clearing that its recipe's other seed does not repeat reads as a favourable draw, not as an "
+                "effect of the recipe."
+                if all(
+                    sibling_summaries(kind, name) and not any(map(_clears_noise, sibling_summaries(kind, name)))
+                    for kind, name, _, _ in cleared
+                )
+                else ""
+            )
             if cleared
             else "no supernet's searched network clears the best random one by more than the seed noise."
         )
     )
 
 
-def _alpha_line(entries: dict, variants: list[dict], kl_reseeded: list[dict]) -> str:
-    """AlphaNet's alpha-divergence against KL, seed for seed: tau over the range, and the searched networks."""
-    alpha = sorted((v for v in variants if _recipe_kind(v["recipe"]) == "alpha"), key=lambda v: v["seed"])
-    if not alpha:
+#: How the "what follows" lines name a recipe change and the baseline it is paired with, seed for seed.
+CHANGE_WORDS = {
+    "alpha": ("AlphaNet's alpha-divergence distillation", "with KL", "KL's recipe", "KL's"),
+    "projection": ("NASViT's gradient projection", "without it", "the plain sum", "the plain sum's"),
+}
+
+
+def _conflict_line(supernets: list[str]) -> str:
+    """How often the projected supernets' gradients conflicted, from their metrics lines."""
+    means, parts = [], []
+    for name in supernets:
+        fractions = [
+            line["gradient_conflicts"] for line in _lines(HERE / name / "metrics.jsonl") if "gradient_conflicts" in line
+        ]
+        if fractions:
+            tenth = max(len(fractions) // 10, 1)
+            means.append(f"{100 * statistics.fmean(fractions):.0f}%")
+            parts.append(
+                f"seed {_yaml(HERE / name / 'config.yaml')['seed']}: {100 * statistics.fmean(fractions[:tenth]):.0f}% "
+                f"in the first tenth of the training, {100 * statistics.fmean(fractions[-tenth:]):.0f}% in the last"
+            )
+    if not means:
         return ""
-    kl = {v["seed"]: v for v in [variants[0], *kl_reseeded]}
-    pairs = [(v, kl.get(v["seed"])) for v in alpha]
+    return (
+        f" The largest sub-network's gradient pointed against the others' (negative inner product) for "
+        f"{' and '.join(means)} of the weight tensors per step on average ({'; '.join(parts)})."
+    )
+
+
+def _change_line(kind: str, entries: dict, variants: list[dict], baseline_reseeded: list[dict]) -> str:
+    """One recipe change (:data:`CHANGE_WORDS`) against the baseline recipe, seed for seed: tau over the
+    range, and the searched networks against the random ones."""
+    changed = sorted((v for v in variants if _recipe_kind(v["recipe"]) == kind), key=lambda v: v["seed"])
+    if not changed:
+        return ""
+    name, against, baseline_name, baseline_own = CHANGE_WORDS[kind]
+    baseline = {v["seed"]: v for v in [variants[0], *baseline_reseeded]}
+    pairs = [(v, baseline.get(v["seed"])) for v in changed]
     taus = ", ".join(
         f"seed {v['seed']}: {v['stats']['kendall_tau']:+.2f}"
-        + (f" against {k['stats']['kendall_tau']:+.2f} with KL" if k else "")
+        + (f" against {k['stats']['kendall_tau']:+.2f} {against}" if k else "")
         for v, k in pairs
     )
-    margins = [summary for _, _, summary in entries["alpha"]]
+    margins = [summary for _, _, summary in entries[kind]]
     beaten = ", ".join(f"{s['random_beaten']} of {s['networks'] - 1}" for s in margins)
     over = ", ".join(
         f"{100 * s['margin_over_best_random']:+.2f} (seed std {100 * s['pooled_seed_std']:.2f})" for s in margins
     )
-    alpha_mean = statistics.fmean(v["stats"]["kendall_tau"] for v, _ in pairs)
-    kl_taus = [k["stats"]["kendall_tau"] for _, k in pairs if k]
-    kl_mean = statistics.fmean(kl_taus) if kl_taus else None
-    reseed = max(kl_taus) - min(kl_taus) if len(kl_taus) > 1 else None
-    mean_words = f"a mean of {alpha_mean:+.2f}" + (f" against {kl_mean:+.2f}" if kl_mean is not None else "")
-    if kl_mean is not None and reseed is not None:
+    changed_mean = statistics.fmean(v["stats"]["kendall_tau"] for v, _ in pairs)
+    baseline_taus = [k["stats"]["kendall_tau"] for _, k in pairs if k]
+    baseline_mean = statistics.fmean(baseline_taus) if baseline_taus else None
+    reseed = max(baseline_taus) - min(baseline_taus) if len(baseline_taus) > 1 else None
+    mean_words = f"a mean of {changed_mean:+.2f}" + (
+        f" against {baseline_mean:+.2f}" if baseline_mean is not None else ""
+    )
+    if baseline_mean is not None and reseed is not None:
         mean_words += (
-            f", a difference {'smaller' if abs(alpha_mean - kl_mean) < reseed else 'larger'} than the "
-            f"{reseed:.2f} one reseed of KL's recipe moves it"
+            f", a difference {'smaller' if abs(changed_mean - baseline_mean) < reseed else 'larger'} than the "
+            f"{reseed:.2f} one reseed of {baseline_name} moves it"
         )
-    kl_summaries = [summary for _, _, summary in entries["uniform"]]
+    baseline_summaries = [summary for _, _, summary in entries["uniform"]]
 
     def cleared(summaries: list[dict]) -> str:
         n = sum(map(_clears_noise, summaries))
         return f"{n} of {len(summaries)}" if n else "none"
 
-    verdict = f"{cleared(margins)} above the seed noise, against {cleared(kl_summaries)} of KL's"
+    verdict = f"{cleared(margins)} above the seed noise, against {cleared(baseline_summaries)} of {baseline_own}"
+    conflicts = _conflict_line([v["supernet"] for v, _ in pairs]) if kind == "projection" else ""
     return (
-        f"AlphaNet's alpha-divergence distillation ranks the range at tau {taus} ({mean_words}). Its searched "
-        f"networks beat {beaten} random ones, by {over} points over the best: {verdict}."
+        f"{name} ranks the range at tau {taus} ({mean_words}). Its searched networks beat {beaten} random "
+        f"ones, by {over} points over the best: {verdict}.{conflicts}"
     )
-
-
-def expected_max_normal(k: int) -> float:
-    """The expected largest of ``k`` draws from a standard normal distribution (order statistics)."""
-    from scipy import integrate, stats
-
-    density = lambda x: x * k * stats.norm.pdf(x) * stats.norm.cdf(x) ** (k - 1)  # noqa: E731
-    return integrate.quad(density, -12, 12)[0]
 
 
 def search_evidence_doc() -> str:
@@ -795,7 +884,7 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
     )
     truth = [r["scratch_top1"] for r in rank["rows"]]
     base_scores = [r["supernet_top1"] for r in rank["rows"]]
-    variant_sentences = []
+    variant_sentences, better = [], []
     for v in variants[1:]:
         rows = v["rows"]
         assert [r["digest"] for r in rows] == [r["digest"] for r in rank["rows"]], v["folder"]
@@ -804,6 +893,8 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
             f"`{v['folder']}` ranks at tau {v['stats']['kendall_tau']:+.2f}, {diff['difference']:+.2f} against "
             f"the baseline (paired 95% CI {_ci_points_tau(diff['ci'])})."
         )
+        if diff["ci"] is not None and diff["ci"][0] > 0:
+            better.append(f"`{v['folder']}`")
     variant_lines = " ".join(variant_sentences)
 
     def same_recipe(a: dict, b: dict) -> bool:  # a key an older run did not record counts as its default
@@ -845,17 +936,17 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
     band_lines = "\n  ".join(band)
     evidence = _evidence_by_kind(baselines)
     training_line = _variant_training_line(evidence, variants)
-    alpha_line = _alpha_line(evidence, variants, reseeded)
+    change_lines = " ".join(_change_line(kind, evidence, variants, reseeded) for kind in CHANGE_WORDS)
     start_row = next(
         line
         for line in (HERE / EVIDENCE[0][0] / "summary.md").read_text(encoding="utf-8").splitlines()
         if line.startswith("| 0 |")
     )
     start_mes = float(start_row.strip("|").split("|")[-1])
-    needed = " and ".join(
-        f"{100 * (expected_max_normal(v['networks'] - 1) * v['random_top1_std'] + v['pooled_seed_std']):.1f}"
-        for _, _, v in verdicts
-    )
+    compares = [_json(HERE / name / "result.json") for _, name in (*EVIDENCE, *VARIANT_EVIDENCE)]
+    top_scored = sum(c["rows"][0]["supernet_top1"] > max(r["supernet_top1"] for r in c["rows"][1:]) for c in compares)
+    room = [headroom(v["random_top1_std"], v["pooled_seed_std"], v["networks"] - 1) for _, _, v in verdicts]
+    needed = " and ".join(f"{100 * r['margin_needed_over_random_mean']:.1f}" for r in room)
     achieved = " and ".join(f"{100 * v['margin_over_random_mean']:.1f}" for _, _, v in verdicts)
     targets = " and ".join(f"MES {t:g}" for t, _, _ in verdicts)
     met = [f"MES {t:g}" for t, beats, _ in verdicts if beats]
@@ -956,15 +1047,31 @@ largest - smallest (points) | supernet training | study |
 - **The supernet variants, paired against the 2-epoch baseline on the same networks:** {variant_lines}
   {seed_line}
 
-- **Training in the searched band (AttentiveNAS), distilling by alpha-divergence (AlphaNet):** {training_line}
+- **Training in the searched band (AttentiveNAS), distilling by alpha-divergence (AlphaNet), projecting
+  conflicting gradients (NASViT):** {training_line}
 
 What follows: the evidence does not support claiming that this search beats random sampling by more than
 noise on the tiny space at these budgets; it supports "better than a typical random network" (the margin
-over the random mean is above zero at both targets). Neither a longer training, more sub-networks per
-step nor sampling in the band raised the supernet's tau here, and one reseed moves it by as much as any of
-them. {alpha_line} The next measurements are more random draws and seeds so the interval over the best
-random network narrows, gradient conflict handling as in NASViT (the lever not yet tried), and the main
-space, whose bands are wider.
+over the random mean is above zero at both targets). Every lever the issue names has been measured here:
+longer training, more sub-networks per step, the BatchNorm calibration set, sampling in the band,
+alpha-divergence distillation and gradient projection. {
+        "No variant ranks above the baseline with a paired interval above zero"
+        if not better
+        else "Above the baseline with a paired interval above zero: " + ", ".join(better)
+    }, and one reseed moves tau by as much as any of them. {change_lines}
+
+The cause lies in the band and in the supernet's ranking within it, not in the greedy path: the search
+finds a sub-network the supernet scores highly (its supernet top-1 is above every random network's in
+{top_scored} of the {len(compares)} comparisons above), but the supernet ranks a band's networks at tau
+{" and ".join(format(v["kendall_tau_supernet_vs_scratch"], "+.2f") for _, _, v in verdicts)} against their
+from-scratch ranking, and a network must sit {needed} points above the random mean ({targets}) to clear the
+best random one by the seed noise (first point above). What changed in the
+design: `nas compare` now reports this headroom with every comparison (`band_spread_over_seed_noise`,
+`expected_best_random_over_mean` and `margin_needed_over_random_mean` in `result.json`, and a sentence in
+`compare.md`): how far the random networks spread against the seed noise, and how far above their mean a
+network must sit to beat the best of them by more than that noise. A user sees from one comparison whether
+their budget leaves a search room to matter before spending on more seeds or a longer supernet. Still to
+measure: the main space, whose bands are wider.
 """
 
 
