@@ -5,9 +5,11 @@ extracted as a static model, measured in the same run (this machine is shared an
 
 For each space (default: the three families' main spaces) it times the smallest and the largest
 named member. Prints one line per member: median ms per step for both, and the ratio supernet / static
-(target: <= 1.03, issue 16). Steps of the two models are interleaved so that drifts in machine load hit
-both alike. ``zero_grad`` is the supernet's own, as in training: it keeps the gradients that only
-in-place slices wrote for the next step (``supernets.elastic_ops``).
+(target: <= 1.03, issue 16) as the median over adjacent pairs of steps, one of each model, with the
+spread of those pair ratios (their interquartile range): on a shared machine whose load drifts, a pair
+sees nearly the same load, where the two medians may not. ``zero_grad`` is the supernet's own, as in
+training: it keeps the gradients that only in-place slices wrote for the next step
+(``supernets.elastic_ops``).
 """
 
 from __future__ import annotations
@@ -68,9 +70,11 @@ def main() -> None:
                 super_times.append(step(net, x, arch))
                 static_times.append(step(static, x))
             s, t = statistics.median(super_times), statistics.median(static_times)
+            pairs = sorted(a / b for a, b in zip(super_times, static_times))
+            q1, _, q3 = statistics.quantiles(pairs, n=4)
             print(
                 f"{space.name:<18} {name:<22} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   "
-                f"ratio {s / t:.3f}",
+                f"ratio {statistics.median(pairs):.3f} (pairs' IQR {q1:.3f}-{q3:.3f}; of medians {s / t:.3f})",
                 flush=True,
             )
 

@@ -58,18 +58,21 @@ class SliceGradientState:
 
     ``region``: the leading sizes the gradient has been written in since it was last zeroed, or
     ``None`` when all of it may be written (autograd accumulated into it, e.g. for the largest
-    sub-network). ``spare``: the last step's gradient tensor, zeroed where it was written, reused
-    at the next first write so that a small sub-network's step neither allocates nor zero-fills a
-    full-size gradient.
+    sub-network). ``spare``: the last step's gradient tensor, reused at the next first write so that
+    a small sub-network's step neither allocates nor zero-fills a full-size gradient; it is zero
+    outside its leading ``spare_dirty`` sizes (the region written before), and the next first write
+    overwrites that region rather than zeroing it and adding (it zeroes it first only where its own
+    slice does not cover it).
     """
 
-    __slots__ = ("enabled", "hooked", "region", "spare")
+    __slots__ = ("enabled", "hooked", "region", "spare", "spare_dirty")
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.hooked = False  # the parameter carries the _AutogradWrites hook that keeps ``region`` honest
         self.region: tuple[int, ...] | None = None  # unknown until the gradient is first zeroed
         self.spare: torch.Tensor | None = None
+        self.spare_dirty: tuple[int, ...] = ()
 
     def __reduce__(self):
         # A pickled parameter loses its hooks, so it comes back with its slice gradients off.
@@ -101,15 +104,19 @@ class _SliceWithInPlaceGradient(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         weight, state = ctx.weight, ctx.state
         target = weight.grad
-        if target is None:
-            target, state.spare = state.spare, None
+        if target is None:  # the step's first write: the slice's gradient is copied, not added
+            target, dirty, state.spare, state.spare_dirty = state.spare, state.spare_dirty, None, ()
             # none kept, or the module was moved or cast since (``.to`` does not move the spare)
             same = target is not None and target.dtype == weight.dtype and target.device == weight.device
             if not same or target.shape != weight.shape:
                 target = torch.zeros_like(weight, memory_format=torch.contiguous_format)
+            elif any(d > g for d, g in zip(dirty, grad.shape)):  # last step wrote beyond this slice
+                target[_leading_index(dirty)].zero_()
             weight.grad = target
             state.region = ()
-        target[ctx.index].add_(grad)
+            target[ctx.index].copy_(grad)
+        else:
+            target[ctx.index].add_(grad)
         if state.region is not None:
             state.grow(grad.shape)
         return None, None, None
@@ -153,14 +160,12 @@ def enable_slice_gradients(module: nn.Module, enabled: bool = True, min_numel: i
 
 def zero_slice_gradients(module: nn.Module) -> None:
     """``module.zero_grad(set_to_none=True)``, keeping each gradient that only in-place slices wrote
-    (zeroed where they wrote) for the next step's first write."""
+    for the next step's first write, which overwrites (or zeroes) the region they wrote."""
     for p in module.parameters():
         state = p.__dict__.get(_SLICE_STATE)
         if state is not None and p.grad is not None:
             if state.enabled and state.region is not None and p.grad.is_contiguous():
-                if state.region:
-                    p.grad[_leading_index(state.region)].zero_()
-                state.spare = p.grad
+                state.spare, state.spare_dirty = p.grad, state.region
             state.region = ()
         p.grad = None
 
