@@ -130,7 +130,9 @@ def test_in_place_slice_gradients_equal_autograds(space_name):
     rng = random.Random(0)
     archs = [space.largest(), space.smallest(), *(space.sample(rng) for _ in range(4))]
     x = torch.randn(4, 3, 32, 32)
-    steps = [archs[:4], archs[1:3], [archs[4]], [archs[5], archs[0]], [archs[1]], [archs[1]]]
+    # the last two: a random sub-network's slices, then the smallest's, whose first write must clear what
+    # the kept gradient holds beyond its own slice
+    steps = [archs[:4], archs[1:3], [archs[4]], [archs[5], archs[0]], [archs[1]], [archs[1]], [archs[2]], [archs[1]]]
     for i, step in enumerate(steps):
         grads_before = {n: p.grad for n, p in net.named_parameters()}
         for model in (net, plain):
