@@ -70,7 +70,7 @@ def main() -> None:
                 super_times.append(step(net, x, arch))
                 static_times.append(step(static, x))
             s, t = statistics.median(super_times), statistics.median(static_times)
-            pairs = sorted(a / b for a, b in zip(super_times, static_times))
+            pairs = [a / b for a, b in zip(super_times, static_times)]
             q1, _, q3 = statistics.quantiles(pairs, n=4)
             print(
                 f"{space.name:<18} {name:<22} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   "

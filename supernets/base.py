@@ -73,7 +73,7 @@ class SupernetBase(nn.Module):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """As ``nn.Module.zero_grad``; with ``set_to_none`` each gradient that only in-place slices
-        wrote is kept, zeroed where they wrote, for the next step's first write."""
+        wrote is kept for the next step's first write, which overwrites the region they wrote."""
         if set_to_none:
             zero_slice_gradients(self)
         else:

@@ -13,8 +13,8 @@ Gradients: autograd's slice backward gives every use of a slice a zero-filled gr
 the whole parameter, which for a small sub-network of a large supernet costs more than the
 sub-network's own weight gradients. A supernet's parameters therefore add their slices' gradients
 into ``.grad`` in place (:func:`enable_slice_gradients`, on from ``build_supernet``; off under DDP),
-and the supernet's ``zero_grad`` keeps each such gradient, zeroed where it was written, for the next
-step. The gradients are the same tensors' values either way.
+and the supernet's ``zero_grad`` keeps each such gradient for the next step, whose first write
+overwrites the region written before. The gradients are the same tensors' values either way.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _SLICE_STATE = "_nas_slice_gradient"
 class SliceGradientState:
     """What a parameter's in-place slice gradients need between steps.
 
-    ``region``: the leading sizes the gradient has been written in since it was last zeroed, or
+    ``region``: the leading sizes the gradient has been written in since the step began, or
     ``None`` when all of it may be written (autograd accumulated into it, e.g. for the largest
     sub-network). ``spare``: the last step's gradient tensor, reused at the next first write so that
     a small sub-network's step neither allocates nor zero-fills a full-size gradient; it is zero
@@ -70,7 +70,7 @@ class SliceGradientState:
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.hooked = False  # the parameter carries the _AutogradWrites hook that keeps ``region`` honest
-        self.region: tuple[int, ...] | None = None  # unknown until the gradient is first zeroed
+        self.region: tuple[int, ...] | None = None  # unknown until the gradient is first set aside by zero_grad
         self.spare: torch.Tensor | None = None
         self.spare_dirty: tuple[int, ...] = ()
 
@@ -90,9 +90,10 @@ class _SliceWithInPlaceGradient(torch.autograd.Function):
     Autograd's slice backward allocates a zero-filled gradient of the full parameter and copies the
     slice in, and the accumulation then adds that full tensor (or steals it); for a small
     sub-network of a large supernet that costs more than its own weight gradients (issue 16). Here
-    each use costs one add the size of the slice. The result is the same ``.grad`` (the slice's
-    gradient, zeros elsewhere); what does not happen is autograd's accumulation hook, so DDP, which
-    needs it, switches this off (:func:`enable_slice_gradients` with ``enabled=False``).
+    each use costs one copy (a step's first write) or add the size of the slice. The result is the
+    same ``.grad`` (the slice's gradient, zeros elsewhere); what does not happen is autograd's
+    accumulation hook, so DDP, which needs it, switches this off (:func:`enable_slice_gradients`
+    with ``enabled=False``).
     """
 
     @staticmethod

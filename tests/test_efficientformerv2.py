@@ -148,7 +148,7 @@ def test_in_place_slice_gradients_equal_autograds(space_name):
             assert (p.grad is None) == (q.grad is None), name
             if p.grad is not None:
                 assert torch.equal(p.grad, q.grad), name
-        if i == 5:  # the smallest again: its sliced weights' gradients are last step's tensors, zeroed and reused
+        if i == 5:  # the smallest again: its sliced weights' gradients are last step's tensors, overwritten and reused
             reused = [n for n, p in net.named_parameters() if p.grad is not None and p.grad is grads_before[n]]
             assert len(reused) > 10
     fc = next(m for m in net.modules() if isinstance(m, torch.nn.Linear) and m.weight.grad is not None)
