@@ -149,6 +149,49 @@ def test_phone_predictor_fit_on_published_facts():
     assert shipped.predict_ops(timm_ops("efficientformerv2_s0")) == pytest.approx(table_sum, rel=1e-4)
 
 
+def test_published_rows_are_priced_at_their_papers_resolution():
+    """Each published row is priced at the input its paper measured: our MACs match the paper's GMACs
+    column (rounded to 0.1). EfficientNet-B3/B5 (300/456 px) and MobileViT-v2 (256 px) were once
+    priced at 224 px, a quarter of B5's MACs."""
+    import csv
+
+    from nas.latency.predict import published_csv, timm_network
+
+    checked = 0
+    for row in csv.DictReader(published_csv().open(encoding="utf-8")):
+        if not row["timm_model"] or not row["gmacs"]:
+            continue
+        ours = sum(op.macs for op in timm_network(row["timm_model"], int(row["img_size"])).ops) / 1e9
+        published = float(row["gmacs"])
+        assert abs(ours - published) <= 0.05 + 0.15 * published, (row["device"], row["paper_model"], ours)
+        checked += 1
+    assert checked >= 90
+
+
+def test_engine_terms_and_ridge():
+    from nas.latency.opcount import OpCost
+    from nas.latency.predict import OFF_CHIP, ON_CHIP_ELEMENTS, Candidate, fit_weights
+
+    big, small = ON_CHIP_ELEMENTS + 1, ON_CHIP_ELEMENTS
+    ops = [
+        OpCost("conv", 10**9, 3 * big, "convolution", big),
+        OpCost("elem", 0, 2 * small, "gelu", small),
+        OpCost("reduce", 0, 2 * big, "native_layer_norm", big),
+    ]
+    features = Candidate("matmul|attention", 0.0, ("norms", OFF_CHIP, "memory traffic")).features(ops)
+    # GMACs of matmuls, none of attention; LayerNorm elements; only outputs above the budget are off-chip.
+    assert features == pytest.approx([1.0, 0.0, 2 * big / 1e7, 2 * big / 1e7, (2 * small + 2 * big) / 1e7])
+    # Noise-free latencies: no ridge recovers the weights; a ridge shrinks them and keeps them non-negative.
+    rng = np.random.default_rng(0)
+    X = np.hstack([rng.uniform(0.1, 2.0, (30, 3)), np.ones((30, 1))])
+    truth = np.array([0.5, 2.0, 0.0, 0.3])
+    y = X @ truth
+    w, factors = fit_weights(X, y, ["a"] * 30, "a")
+    assert w == pytest.approx(truth, abs=1e-6) and factors == {"a": 1.0}
+    shrunk, _ = fit_weights(X, y, ["a"] * 30, "a", ridge=1.0)
+    assert (shrunk >= 0).all() and shrunk[:3].sum() < truth[:3].sum() and shrunk[3] > truth[3]
+
+
 def test_fusable_timm_models_are_priced_fused(caplog, monkeypatch):
     import timm
     from timm.models import reparameterize_model
@@ -208,6 +251,14 @@ def test_few_shot_calibration():
 
     assert error(five) < error(calibrate(model, truth[:1])) and error(five) < error(model)
     assert five.calibration["leave_one_out"]["n_models"] == 5 and five.interval_factors == model.interval_factors
+    assert calibrate(model, slow).calibration["method"].startswith("scale + ridge-to-prior")  # the prior fits
+    # A phone whose latency is MACs plus an overhead, unlike the prior: the prior is dropped for the
+    # model the timings support by leave-one-out, which then prices every network right.
+    macs = {n: sum(op.macs for op in ops[n]) / 1e9 for n in names}
+    plain = [Fact(n, 0.2 + 3.0 * macs[n], "test", ops[n]) for n in names]
+    fitted = calibrate(model, plain)
+    assert fitted.calibration["method"].startswith("MACs + overhead fitted to the k timings")
+    assert fitted.predict_ops(timm_ops("resnet50")) == pytest.approx(0.2 + 3.0 * 4.09, rel=0.01)
 
 
 @pytest.mark.parametrize("device", ["iphone12", "iphone14", "pixel6"])

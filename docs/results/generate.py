@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from nas.checkpoint import file_digest
 from nas.core.arch import ArchConfig
 from nas.latency import LatencyTable
 from nas.metrics import count_macs, count_params
@@ -232,12 +233,15 @@ same space, with 3 seeds per network at two budgets).
 """
 
 
-def largest_step_path(space_name: str, device: str, img_size: int, num_classes: int, target: float) -> tuple[int, int]:
+def largest_step_path(
+    space_name: str, table: LatencyTable, img_size: int, num_classes: int, target: float
+) -> tuple[int, int]:
     """(steps, evaluations) of the full greedy search along the path that always takes the largest
-    step towards an MES ``target``: the fewest steps any greedy path needs, found from the cost side
-    alone (no accuracy). A full search evaluates every shrink that makes progress at every step."""
+    step towards an MES ``target``, priced by ``table``: the fewest steps any greedy path needs, found
+    from the cost side alone (no accuracy). A full search evaluates every shrink that makes progress at
+    every step."""
     space = load_space(space_name)
-    cost = cost_function(LatencyTable.load(device, space, img_size), img_size, num_classes)
+    cost = cost_function(table, img_size, num_classes)
     objective = Objective("mes", target)
     arch, steps, evaluations = space.largest(), 0, 1
     while not objective.met(cost(arch)):
@@ -271,8 +275,12 @@ def search_main_doc() -> str:
     steps = _lines(folder / "search.jsonl")
     arch = ArchConfig.from_dict(result["arch"])
     wall = result["provenance"]["wall_seconds"]
+    # Priced with the table the search ran with (copied beside its files), not today's shipped one.
+    if file_digest(folder / "latency-table.json") != config["table_digest"]:
+        raise SystemExit(f"{folder}/latency-table.json is not the table the search ran with")
+    table = LatencyTable.read(folder / "latency-table.json")
     low_steps, low_evals = largest_step_path(
-        config["space"], config["device"], config["img_size"], config["num_classes"], config["target"]
+        config["space"], table, config["img_size"], config["num_classes"], config["target"]
     )
     considered = result["shrinks_considered"]
     timed = (folder / "command-time.txt").read_text(encoding="utf-8")

@@ -2,27 +2,28 @@
 
 Each network is described by the operators of the graph that runs on the phone: timm models are
 re-parameterised first where timm can fuse them (MobileOne, FastViT, RepViT, LeViT...), because
-published latencies are those of the fused model. An operator costs ``max(MACs, r * elements
-touched)``: compute-bound or memory-bound, whichever is slower (a roofline with one ratio ``r``).
-Operator costs are summed within groups of operator kinds; a few *hardware terms* describe what a
-neural engine does beyond arithmetic (attention maps through softmax, non-linearities the compiler
-does not fuse, LayerNorm and GroupNorm, which do not fold into a convolution as BatchNorm does).
-The latency is a non-negative combination of those sums plus a fixed per-network overhead, times a
-factor per measurement campaign (papers measured the same chip under different iOS and Core ML
-versions; one factor per campaign is cheaper than a model per campaign).
-The campaign the device's table describes has factor 1. Weights are fitted by non-negative least
-squares on relative error to the author-reported latencies in ``latency_tables/published/``.
+published latencies are those of the fused model. The features are the multiply-accumulates of the
+matmul operators (convolutions and linear layers) and of the attention matmuls, plus *hardware
+terms* that describe what an accelerator does beyond arithmetic: attention maps through softmax,
+non-linearities the compiler does not fuse, LayerNorm and GroupNorm (which do not fold into a
+convolution as BatchNorm does), activations too large for on-chip memory, and (a candidate) the
+memory traffic of element-wise, layout and reduction operators. The latency is a non-negative
+combination of the features plus a fixed per-network overhead, times a factor per measurement
+campaign (papers measured the same chip under different iOS and Core ML versions; one factor per
+campaign is cheaper than a model per campaign). The campaign the device's table describes has
+factor 1. Weights are fitted by non-negative least squares on relative error to the author-reported
+latencies in ``latency_tables/published/``, with a ridge pull towards zero.
 
-The grouping, ``r`` and the hardware terms are chosen among a few candidates by leave-one-family-out
-error. How wrong a prediction is gets estimated *nested*: the whole procedure (choice, then fit) is
-rerun without the held-out models and they are predicted. Two hold-outs are reported: one model at
-a time (its siblings stay in the fit) and one family at a time (every model of the family held out,
-the honest estimate for a network unlike anything fitted). The signed mean shows a bias. An 80%
-split-conformal interval comes from the held-out residuals: leave-one-model-out ones for a network
-of a fitted family (a sub-network of a searched space whose family is in the fit), leave-one-family-out
-ones otherwise. Published rows marked
-``use=test`` (RepViT, MobileOne, FastViT, Next-ViT) are never fitted or used for choices: they are
-an independent check of the error and of the interval's coverage.
+Every hardware term is fitted at once; the choices are only whether memory traffic is a feature and
+the ridge strength, made by leave-one-family-out error. How wrong a prediction is gets estimated
+*nested*: the whole procedure (choice, then fit) is rerun without the held-out models and they are
+predicted. Two hold-outs are reported: one model at a time (its siblings stay in the fit) and one
+family at a time (every model of the family held out, the honest estimate for a network unlike
+anything fitted). The signed mean shows a bias. An 80% split-conformal interval comes from the
+held-out residuals: leave-one-model-out ones for a network of a fitted family (a sub-network of a
+searched space whose family is in the fit), leave-one-family-out ones otherwise. Published rows
+marked ``use=test`` (RepViT, MobileOne, FastViT, Next-ViT) are never fitted or used for choices: they
+are an independent check of the error and of the interval's coverage.
 """
 
 from __future__ import annotations
@@ -61,9 +62,8 @@ GROUPINGS: dict[str, tuple[tuple[str, ...], ...]] = {
     "matmul|attention|memory": (("conv", "dw", "fc"), ("bmm",), MEMORY_KINDS),
     "conv|linear|attention|memory": (("conv", "dw"), ("fc",), ("bmm",), MEMORY_KINDS),
     "matmul|attention|elementwise|layout": (("conv", "dw", "fc"), ("bmm",), ("elem", "reduce"), ("layout",)),
+    "matmul|attention": (("conv", "dw", "fc"), ("bmm",)),
 }
-#: Candidate roofline ratios r (MACs per element moved at which an operator turns compute-bound).
-RATIOS = (0.0, 10.0, 30.0, 100.0)
 _SOFTMAX = {"_softmax", "_safe_softmax"}
 _SLOW_ACTIVATIONS = {"hardswish", "silu", "sigmoid", "hardsigmoid"}
 _NORMS = {"native_layer_norm", "native_group_norm"}
@@ -86,36 +86,71 @@ def _norms(ops) -> float:
     return sum(op.elems for op in ops if op.op in _NORMS) / 1e7
 
 
-#: Hardware terms a candidate may add, each one fitted weight (ms per unit).
+def _memory_traffic(ops) -> float:
+    # Element-wise, layout and reduction operators do no multiply-accumulates: their cost is the data
+    # they move (a CPU is bound by it; a neural engine mostly fuses them away).
+    return sum(op.elems for op in ops if op.kind in MEMORY_KINDS) / 1e7
+
+
+#: The hardware term whose unit depends on the on-chip budget.
+OFF_CHIP = "off-chip activations"
+#: Operators whose output exceeds this many elements (2 MiB at float16) stream through DRAM.
+ON_CHIP_ELEMENTS = 2**20
+
+
+def _off_chip(ops, budget: int = ON_CHIP_ELEMENTS) -> float:
+    # An activation larger than the accelerator's on-chip memory is written to DRAM and read back:
+    # elements written by operators whose output exceeds the budget (the issue's "tensors that do not
+    # fit on-chip"; EfficientNet-B5 at 456 px and MobileViT-v2 at 256 px have such activations).
+    return sum(op.out_elems for op in ops if op.out_elems > budget) / 1e7
+
+
+#: Hardware terms, each one fitted weight (ms per unit).
 HARDWARE_TERMS = {
     "attention maps": _attention_maps,
     "activations": _activations,
     "norms": _norms,
+    OFF_CHIP: _off_chip,
+    "memory traffic": _memory_traffic,
 }
 TERM_UNITS = {
+    "memory traffic": "1e7 elements read or written by element-wise, layout and reduction operators",
     "attention maps": "1e7 elements through softmax",
     "activations": "1e7 elements through HardSwish, SiLU, sigmoid or HardSigmoid",
     "norms": "1e7 elements through LayerNorm or GroupNorm",
 }
-TERM_SETS = (
-    (),
-    ("attention maps",),
-    ("activations",),
-    ("norms",),
-    ("attention maps", "activations"),
-    ("attention maps", "norms"),
-)
+#: What every candidate prices beyond MACs (EfficientFormer §3's observations, and on-chip memory).
+ENGINE_TERMS = ("attention maps", "activations", "norms", OFF_CHIP)
+
+
+def term_unit(term: str, on_chip: int = ON_CHIP_ELEMENTS) -> str:
+    """What one unit of a hardware term is."""
+    if term == OFF_CHIP:
+        return (
+            f"1e7 elements written by operators whose output exceeds {on_chip} elements "
+            f"({2 * on_chip / 2**20:g} MiB at float16)"
+        )
+    return TERM_UNITS[term]
+
+
+#: Candidate ridge strengths: how strongly the fit pulls each weight (in units of its typical share of
+#: a latency) towards zero. Every term is fitted at once (non-negative), rather than a subset chosen:
+#: choosing among subsets per held-out family made the nested error worse than fitting them all.
+RIDGES = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 #: Nominal coverage of the prediction intervals.
 INTERVAL_LEVEL = 0.8
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One choice of features: operator grouping, roofline ratio and hardware terms."""
+    """One choice of features and fit: operator grouping, roofline ratio, hardware terms and ridge strength."""
 
     grouping: str
     ratio: float
     terms: tuple[str, ...] = ()
+    #: The on-chip budget (elements) of the off-chip term.
+    on_chip: int = ON_CHIP_ELEMENTS
+    ridge: float = 0.0
 
     def features(self, ops) -> np.ndarray:
         """Group sums of per-operator roofline costs (G-units) and the hardware terms, without intercept."""
@@ -128,14 +163,19 @@ class Candidate:
                     out[g] += cost
         out[: len(groups)] /= 1e9
         for t, term in enumerate(self.terms):
-            out[len(groups) + t] = HARDWARE_TERMS[term](ops)
+            out[len(groups) + t] = _off_chip(ops, self.on_chip) if term == OFF_CHIP else HARDWARE_TERMS[term](ops)
         return out
 
     def labels(self) -> list[str]:
         return ["+".join(g) for g in GROUPINGS[self.grouping]] + list(self.terms)
 
 
-CANDIDATES = tuple(Candidate(g, r, t) for g in GROUPINGS for r in RATIOS for t in TERM_SETS)
+#: The candidates: every engine term, with or without memory traffic, at each ridge strength.
+CANDIDATES = tuple(
+    Candidate("matmul|attention", 0.0, terms, ridge=lam)
+    for terms in (ENGINE_TERMS, (*ENGINE_TERMS, "memory traffic"))
+    for lam in RIDGES
+)
 
 
 @dataclass(frozen=True)
@@ -295,19 +335,32 @@ def _nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def fit_weights(
-    X: np.ndarray, y: np.ndarray, campaigns: list[str], reference: str | None, iterations: int = 12
+    X: np.ndarray,
+    y: np.ndarray,
+    campaigns: list[str],
+    reference: str | None,
+    ridge: float = 0.0,
+    iterations: int = 12,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Non-negative ``w`` and a factor per campaign minimising ``sum(((f_c * X @ w - y) / y) ** 2)``
-    (every model's error counts in percent), with the ``reference`` campaign's factor fixed at 1.
-    Alternates: weights by NNLS given the factors, then each factor in closed form given the weights."""
+    (every model's error counts in percent) plus ``ridge * sum((w_j * s_j) ** 2)`` over the features
+    (not the intercept, the last column), where ``s_j`` is feature j's mean share of a latency per
+    unit weight (``mean(X_j / y)``), so one strength means the same for every feature; the
+    ``reference`` campaign's factor is fixed at 1. Alternates: weights by NNLS given the factors, then
+    each factor in closed form given the weights."""
     names = sorted(set(campaigns))
     if reference not in names:
         reference = max(names, key=campaigns.count)
     factors = dict.fromkeys(names, 1.0)
     index = np.array([names.index(c) for c in campaigns])
+    n_features = X.shape[1] - 1
+    share = np.maximum(np.abs(X / y[:, None]).mean(axis=0), 1e-12)
+    penalty = np.zeros((n_features, X.shape[1]))
+    penalty[:, :n_features] = math.sqrt(ridge) * np.eye(n_features)
     for _ in range(iterations if len(names) > 1 else 1):
         scale = np.array([factors[n] for n in names])[index]
-        w = _nnls(X * (scale / y)[:, None], np.ones(len(y)))
+        A = np.vstack([X * (scale / y)[:, None] / share, penalty])
+        w = _nnls(A, np.concatenate([np.ones(len(y)), np.zeros(n_features)])) / share
         q = (X @ w) / y
         for i, name in enumerate(names):
             if name != reference:
@@ -328,7 +381,8 @@ def _held_out(designs, y, campaigns, reference, groups, choose) -> tuple[np.ndar
         candidate = choose(keep)
         chosen.append(candidate)
         kept_campaigns = [c for c, k in zip(campaigns, keep) if k]
-        w, factors = fit_weights(designs[candidate][keep], y[keep], kept_campaigns, reference)
+        ridge = candidate.ridge if candidate is not None else 0.0  # None: the MACs-only baseline
+        w, factors = fit_weights(designs[candidate][keep], y[keep], kept_campaigns, reference, ridge)
         f = np.array([factors.get(c, 1.0) for c, o in zip(campaigns, out) if o])
         errors[out] = (f * (designs[candidate][out] @ w) - y[out]) / y[out]
     return errors, chosen
@@ -386,6 +440,12 @@ def _error_stats(errors: np.ndarray) -> dict:
         "signed_mean": round(float(errors.mean()), 4),
         "n_models": len(errors),
     }
+
+
+def _largest_errors(facts: list[Fact], errors: np.ndarray, n: int = 3) -> list[list]:
+    """The ``n`` models with the largest absolute held-out errors: ``[label, campaign, signed error]``."""
+    order = np.argsort(-np.abs(errors))[:n]
+    return [[facts[i].label, facts[i].campaign, round(float(errors[i]), 4)] for i in order]
 
 
 def _in_family_tau(facts: list[Fact], predicted: np.ndarray) -> dict[str, float]:
@@ -457,7 +517,9 @@ class CostModel:
             "grouping": self.candidate.grouping,
             "groups": [list(g) for g in groups],
             "ratio_r": self.candidate.ratio,
-            "hardware_terms": {t: TERM_UNITS[t] for t in self.candidate.terms},
+            "hardware_terms": {t: term_unit(t, self.candidate.on_chip) for t in self.candidate.terms},
+            **({"on_chip_elements": self.candidate.on_chip} if OFF_CHIP in self.candidate.terms else {}),
+            "ridge": self.candidate.ridge,
             "weights_ms": dict(zip(self.candidate.labels(), (round(w, 6) for w in self.weights))),
             "intercept_ms": round(self.intercept_ms, 6),
             "campaign_factors": {k: round(v, 4) for k, v in self.campaign_factors.items()},
@@ -516,12 +578,15 @@ def fit_facts(
     y = np.array([f.latency_ms for f in facts])
     campaigns = [f.campaign for f in facts]
     families = [f.family for f in facts]
-    designs = {c: _design(facts, c) for c in candidates}
+    by_features: dict[tuple, np.ndarray] = {}
+    for c in candidates:  # candidates differing only in ridge strength share a design matrix
+        by_features.setdefault((c.grouping, c.ratio, c.terms, c.on_chip), _design(facts, c))
+    designs = {c: by_features[(c.grouping, c.ratio, c.terms, c.on_chip)] for c in candidates}
     choose = _choice(designs, y, campaigns, reference, families)
     by_family, _ = _held_out(designs, y, campaigns, reference, families, choose)
     by_model, _ = _held_out(designs, y, campaigns, reference, np.arange(len(y)), choose)
     candidate = choose(np.ones(len(y), dtype=bool))
-    w, factors = fit_weights(designs[candidate], y, campaigns, reference)
+    w, factors = fit_weights(designs[candidate], y, campaigns, reference, candidate.ridge)
     model = CostModel(
         device=device,
         candidate=candidate,
@@ -529,7 +594,10 @@ def fit_facts(
         intercept_ms=float(w[-1]),
         campaign_factors=factors,
         fitted_on=tuple(f.label for f in facts),
-        held_out={"family": _error_stats(by_family), "model": _error_stats(by_model)},
+        held_out={
+            "family": {**_error_stats(by_family), "largest": _largest_errors(facts, by_family)},
+            "model": _error_stats(by_model),
+        },
         intervals={
             "model": _interval_spec(by_model, np.arange(len(y))),
             "family": _interval_spec(by_family, np.asarray(families)),
@@ -573,7 +641,13 @@ def cost_model_from_table(table: LatencyTable) -> CostModel:
     h = table.header
     m, e = h.method, h.error
     try:
-        candidate = Candidate(m["grouping"], float(m["ratio_r"]), tuple(m.get("hardware_terms", {})))
+        candidate = Candidate(
+            m["grouping"],
+            float(m["ratio_r"]),
+            tuple(m.get("hardware_terms", {})),
+            int(m.get("on_chip_elements", ON_CHIP_ELEMENTS)),
+            float(m.get("ridge", 0.0)),
+        )
         labels = candidate.labels()
         return CostModel(
             device=h.device,
@@ -614,31 +688,47 @@ def device_cost_model(device: str) -> CostModel:
 CALIBRATION_PRIOR = 0.1
 
 
+#: The fallback few-shot model: latency proportional to all MACs, plus a fixed overhead.
+MACS_ONLY = Candidate("all", 0.0, ())
+
+
 def calibrate(model: CostModel, facts: list[Fact], prior: float = CALIBRATION_PRIOR) -> CostModel:
     """Adapt ``model`` to a new phone from ``k = len(facts)`` timed networks (few-shot).
 
-    One or two networks set one scale (the geometric mean of published over predicted); three or
+    One or two networks set one scale (the geometric mean of published over predicted). Three or
     more also move each weight, by non-negative least squares on relative error with a ridge pull
-    (strength ``prior``, relative to each weight) towards the scaled prior weights. The calibrated
-    model keeps the prior's interval; its error is estimated by leave-one-out over the k networks
-    where k >= 3.
+    (strength ``prior``, relative to each weight) towards the scaled prior weights; and the prior is
+    kept only where it earns its place: if latency proportional to MACs plus an overhead, fitted to
+    the k timings alone, predicts them better by leave-one-out (a prior from a different kind of
+    processor can be worse than none), that model is used instead. The calibrated model keeps the
+    prior's interval; its error is estimated by leave-one-out over the k networks where k >= 3.
     """
     if not facts:
         raise NasError("calibration needs at least one timed network")
-    weights = _calibrated_weights(model, facts, prior)
-    errors = None
-    if len(facts) >= 3:
-        loo = [_calibrated_weights(model, facts[:i] + facts[i + 1 :], prior) for i in range(len(facts))]
-        errors = np.array([_predict_with(model, w, f.ops) / f.latency_ms - 1 for w, f in zip(loo, facts)])
     k = len(facts)
+    weights = _calibrated_weights(model, facts, prior)
+    candidate, errors, method = model.candidate, None, "scale"
+    if k >= 3:
+        loo = [_calibrated_weights(model, facts[:i] + facts[i + 1 :], prior) for i in range(k)]
+        errors = np.array([_predict_with(model.candidate, w, f.ops) / f.latency_ms - 1 for w, f in zip(loo, facts)])
+        method = f"scale + ridge-to-prior NNLS (strength {prior})"
+        macs_loo = [_macs_only_weights(facts[:i] + facts[i + 1 :]) for i in range(k)]
+        macs_errors = np.array([_predict_with(MACS_ONLY, w, f.ops) / f.latency_ms - 1 for w, f in zip(macs_loo, facts)])
+        if np.abs(macs_errors).mean() < np.abs(errors).mean():
+            method = (
+                f"MACs + overhead fitted to the k timings (leave-one-out {100 * np.abs(macs_errors).mean():.1f}% "
+                f"against the prior's {100 * np.abs(errors).mean():.1f}%)"
+            )
+            candidate, weights, errors = MACS_ONLY, _macs_only_weights(facts), macs_errors
     calibration = {
-        "method": "scale" if k < 3 else f"scale + ridge-to-prior NNLS (strength {prior})",
+        "method": method,
         "k": k,
         "networks": [f.label for f in facts],
         "leave_one_out": _error_stats(errors) if errors is not None else "not estimated (k < 3)",
     }
     return replace(
         model,
+        candidate=candidate,
         weights=tuple(float(v) for v in weights[:-1]),
         intercept_ms=float(weights[-1]),
         fitted_on=model.fitted_on + tuple(f.label for f in facts),
@@ -646,8 +736,14 @@ def calibrate(model: CostModel, facts: list[Fact], prior: float = CALIBRATION_PR
     )
 
 
-def _predict_with(model: CostModel, weights: np.ndarray, ops) -> float:
-    return float(np.append(model.candidate.features(ops), 1.0) @ weights)
+def _macs_only_weights(facts: list[Fact]) -> np.ndarray:
+    X = np.array([np.append(MACS_ONLY.features(f.ops), 1.0) for f in facts])
+    y = np.array([f.latency_ms for f in facts])
+    return _nnls(X / y[:, None], np.ones(len(y)))
+
+
+def _predict_with(candidate: Candidate, weights: np.ndarray, ops) -> float:
+    return float(np.append(candidate.features(ops), 1.0) @ weights)
 
 
 def _calibrated_weights(model: CostModel, facts: list[Fact], prior: float) -> np.ndarray:
