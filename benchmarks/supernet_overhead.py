@@ -66,9 +66,15 @@ def main() -> None:
                 step(net, x, arch)
                 step(static, x)
             super_times, static_times = [], []
-            for _ in range(args.repeats):
-                super_times.append(step(net, x, arch))
-                static_times.append(step(static, x))
+            for i in range(args.repeats):
+                # Alternate which of the pair runs first: a step runs faster or slower after the other
+                # kind (allocator and cache state), which would otherwise bias every pair one way.
+                if i % 2:
+                    static_times.append(step(static, x))
+                    super_times.append(step(net, x, arch))
+                else:
+                    super_times.append(step(net, x, arch))
+                    static_times.append(step(static, x))
             s, t = statistics.median(super_times), statistics.median(static_times)
             pairs = [a / b for a, b in zip(super_times, static_times)]
             q1, _, q3 = statistics.quantiles(pairs, n=4)

@@ -176,6 +176,8 @@ CANDIDATES = tuple(
     for terms in (ENGINE_TERMS, (*ENGINE_TERMS, "memory traffic"))
     for lam in RIDGES
 )
+#: The baseline (latency proportional to all MACs) and the few-shot fallback (plus an overhead).
+MACS_ONLY = Candidate("all", 0.0, ())
 
 
 @dataclass(frozen=True)
@@ -562,7 +564,7 @@ class CostModel:
 
 def _macs_only_loo(facts: list[Fact], y: np.ndarray) -> float:
     """The baseline's leave-one-model-out error: latency proportional to MACs, one campaign."""
-    macs = np.array([[sum(op.macs for op in f.ops) / 1e9] for f in facts])
+    macs = np.array([MACS_ONLY.features(f.ops) for f in facts])
     errors, _ = _held_out({None: macs}, y, [""] * len(y), "", np.arange(len(y)), lambda _keep: None)
     return float(np.abs(errors).mean())
 
@@ -686,10 +688,6 @@ def device_cost_model(device: str) -> CostModel:
 
 #: How strongly a few-shot calibration keeps the prior's relative weights (ridge strength in relative units).
 CALIBRATION_PRIOR = 0.1
-
-
-#: The fallback few-shot model: latency proportional to all MACs, plus a fixed overhead.
-MACS_ONLY = Candidate("all", 0.0, ())
 
 
 def calibrate(model: CostModel, facts: list[Fact], prior: float = CALIBRATION_PRIOR) -> CostModel:
