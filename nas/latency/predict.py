@@ -753,8 +753,7 @@ def calibrate(model: CostModel, facts: list[Fact], prior: float = CALIBRATION_PR
 
 
 def _macs_only_weights(facts: list[Fact]) -> np.ndarray:
-    X = np.array([np.append(MACS_ONLY.features(f.ops), 1.0) for f in facts])
-    y = np.array([f.latency_ms for f in facts])
+    X, y = _design(facts, MACS_ONLY), np.array([f.latency_ms for f in facts])
     return _nnls(X / y[:, None], np.ones(len(y)))
 
 
@@ -764,7 +763,7 @@ def _predict_with(candidate: Candidate, weights: np.ndarray, ops) -> float:
 
 def _calibrated_weights(model: CostModel, facts: list[Fact], prior: float) -> np.ndarray:
     w0 = np.array([*model.weights, model.intercept_ms])
-    X = np.array([np.append(model.candidate.features(f.ops), 1.0) for f in facts])
+    X = _design(facts, model.candidate)
     y = np.array([f.latency_ms for f in facts])
     scale = float(np.exp(np.mean(np.log(y / np.maximum(X @ w0, 1e-12)))))
     w0 = scale * w0
