@@ -598,10 +598,11 @@ def fit_facts(
     y = np.array([f.latency_ms for f in facts])
     campaigns = [f.campaign for f in facts]
     families = [f.family for f in facts]
-    by_features: dict[tuple, np.ndarray] = {}
-    for c in candidates:  # candidates differing only in ridge strength share a design matrix
-        by_features.setdefault((c.grouping, c.ratio, c.terms, c.on_chip), _design(facts, c))
-    designs = {c: by_features[(c.grouping, c.ratio, c.terms, c.on_chip)] for c in candidates}
+    by_features: dict[Candidate, np.ndarray] = {}  # candidates differing only in ridge share a design matrix
+    for c in candidates:
+        if replace(c, ridge=0.0) not in by_features:
+            by_features[replace(c, ridge=0.0)] = _design(facts, c)
+    designs = {c: by_features[replace(c, ridge=0.0)] for c in candidates}
     choose = _choice(designs, y, campaigns, reference, families)
     by_family, _ = _held_out(designs, y, campaigns, reference, families, choose)
     by_model, _ = _held_out(designs, y, campaigns, reference, np.arange(len(y)), choose)
