@@ -896,8 +896,8 @@ Kendall's tau between the supernet's ranking of these {s["networks"]} networks a
             )
         )
     dirty_note = (
-        " The runs marked with uncommitted changes ran beside edits to `docs/results/generate.py` only, which they do"
-        " not read."
+        " The runs marked with uncommitted changes ran beside edits to `docs/results/generate.py` and `README.md`"
+        " only, which they do not read."
         if dirty
         else ""
     )
