@@ -1115,7 +1115,8 @@ converged CIFAR-10 numbers, and the ranking study checks how well this short rec
 - From scratch: {first_compare["sources"]["accuracy"]}.
 - Latency: {first_compare["sources"]["latency"]}. That is the iPhone 12 table as shipped at commit
   `{EVIDENCE_TABLE_COMMIT}`, before issue 12 refitted the phone predictors; every search, comparison and
-  ranking here priced with it, so their MES budgets are that table's.
+  ranking of the tiny space here priced with it, so their MES budgets are that table's (the main space's,
+  below, priced with the refitted one).
 
 ## Searched against random at two budgets
 
