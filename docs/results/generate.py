@@ -240,6 +240,17 @@ same space, with 3 seeds per network at two budgets).
 """
 
 
+def _priced_table(folder: Path, users: dict[str, dict]) -> Path:
+    """The latency table copied beside a search's files, checked against the ``table_digest`` each of its
+    ``users`` (a name for the error, and the config that recorded the digest) ran with."""
+    path = folder / "latency-table.json"
+    digest = file_digest(path)
+    for name, config in users.items():
+        if digest != config["table_digest"]:
+            raise SystemExit(f"{path} is not the latency table {name} ran with")
+    return path
+
+
 def largest_step_path(
     space_name: str, table: LatencyTable, img_size: int, num_classes: int, target: float
 ) -> tuple[int, int]:
@@ -283,9 +294,7 @@ def search_main_doc() -> str:
     arch = ArchConfig.from_dict(result["arch"])
     wall = result["provenance"]["wall_seconds"]
     # Priced with the table the search ran with (copied beside its files), not today's shipped one.
-    if file_digest(folder / "latency-table.json") != config["table_digest"]:
-        raise SystemExit(f"{folder}/latency-table.json is not the table the search ran with")
-    table = LatencyTable.read(folder / "latency-table.json")
+    table = LatencyTable.read(_priced_table(folder, {"the search": config}))
     low_steps, low_evals = largest_step_path(
         config["space"], table, config["img_size"], config["num_classes"], config["target"]
     )
@@ -814,13 +823,38 @@ def _change_line(kind: str, entries: dict, variants: list[dict], baseline_reseed
     )
 
 
+def _budget_section(
+    heading: str, compare_name: str, search: dict, compare: dict, plan: dict, commands: str = "", scored_on: str = ""
+) -> str:
+    """One budget's subsection of ``search-evidence.md``: the searched network, the comparison's table, the
+    supernet's tau over the band and both runs' provenance."""
+    from nas.compare import table_lines
+
+    arch = ArchConfig.from_dict(search["arch"])
+    tau = compare["summary"].get("kendall_tau_supernet_vs_scratch")
+    return f"""### {heading}
+
+{commands}Searched (`{search["digest"]}`, {search["steps"]} steps, {search["evaluations"]} sub-networks \
+evaluated{scored_on}): {describe(arch)}, hidden widths {[list(h) for h in arch.hidden_widths]}; MES \
+{search["mes"]:.1f}, supernet top-1 {100 * search["accuracy"]:.2f}% (largest {100 * search["start_accuracy"]:.2f}%). \
+Random: {compare["sources"]["sampling"]}. Mean ± standard deviation over seeds \
+{", ".join(str(plan["seed"] + k) for k in range(plan["seeds"]))}:
+
+{chr(10).join(table_lines(compare["rows"]))}
+
+Kendall's tau between the supernet's ranking of these {compare["summary"]["networks"]} networks and their \
+from-scratch means: {"-" if tau is None else format(tau, "+.2f")}. Search: {provenance_line(search["provenance"])}. \
+Comparison: {provenance_line(compare["provenance"])}.
+
+![top-1 against predicted latency]({compare_name}/compare.png)
+"""
+
+
 def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
     """Issue 11's comparisons on the main space: their section of ``search-evidence.md``, their bullets under
     "What it shows" and the closing sentence. Each search and its comparison priced with the table copied
     beside the search's files (both digests checked), so the MES budgets are that table's."""
     from scipy.stats import kendalltau
-
-    from nas.compare import table_lines
 
     supernet = HERE / MAIN_EVIDENCE_SUPERNET
     strained = _json(supernet / "result.json")
@@ -834,13 +868,10 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         folder = HERE / search_name
         sconfig = _yaml(folder / "config.yaml")
         plan = _json(HERE / compare_name / "plan.json")["config"]
-        digest = file_digest(folder / "latency-table.json")
-        if digest != sconfig["table_digest"] or digest != plan["table_digest"]:
-            raise SystemExit(f"{folder}/latency-table.json is not the table {search_name} and {compare_name} used")
+        _priced_table(folder, {search_name: sconfig, compare_name: plan})
         search, compare = _json(folder / "result.json"), _json(HERE / compare_name / "result.json")
         dirty = dirty or search["provenance"]["dirty"] or compare["provenance"]["dirty"]
         s = compare["summary"]
-        arch = ArchConfig.from_dict(search["arch"])
         room = headroom(s["random_top1_std"], s["pooled_seed_std"], s["networks"] - 1)
         tau = s.get("kendall_tau_supernet_vs_scratch")
         target = sconfig["target"]
@@ -854,22 +885,14 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         ]
         rows.append(_budget_row(f"main space, MES {target:g}", search, compare))
         tables.append(
-            f"""### Main space, MES {target:g}
-
-Searched (`{search["digest"]}`, {search["steps"]} steps, {search["evaluations"]} sub-networks evaluated, each scored
-on {sconfig["search_images"]} images of the search split): {describe(arch)}, hidden widths
-{[list(h) for h in arch.hidden_widths]}; MES {search["mes"]:.1f}, supernet top-1 {100 * search["accuracy"]:.2f}%
-(largest {100 * search["start_accuracy"]:.2f}%). Random: {compare["sources"]["sampling"]}. Mean ± standard
-deviation over seeds {", ".join(str(plan["seed"] + k) for k in range(plan["seeds"]))}:
-
-{chr(10).join(table_lines(compare["rows"]))}
-
-Kendall's tau between the supernet's ranking of these {s["networks"]} networks and their from-scratch means:
-{"-" if tau is None else format(tau, "+.2f")}. Search: {provenance_line(search["provenance"])}. Comparison:
-{provenance_line(compare["provenance"])}.
-
-![top-1 against predicted latency]({compare_name}/compare.png)
-"""
+            _budget_section(
+                f"Main space, MES {target:g}",
+                compare_name,
+                search,
+                compare,
+                plan,
+                scored_on=f", each scored on {sconfig['search_images']} images of the search split",
+            )
         )
         searched, randoms = compare["rows"][0], compare["rows"][1:]
         macs = [r["macs"] / 1e6 for r in randoms]
@@ -948,7 +971,6 @@ compared as above at two budgets:
 
 def search_evidence_doc() -> str:
     """``search-evidence.md``: issue 11's seeded comparisons at two budgets and the ranking study."""
-    from nas.compare import table_lines
     from nas.rankcheck import ranking_lines, tau_difference
     from nas.recipe import recipe_from_saved
 
@@ -957,40 +979,24 @@ def search_evidence_doc() -> str:
     for search_name, compare_name in EVIDENCE:
         search, compare = _json(HERE / search_name / "result.json"), _json(HERE / compare_name / "result.json")
         searches.append(search)
-        baselines[_yaml(HERE / search_name / "config.yaml")["target"]] = (search, compare)
         sconfig = _yaml(HERE / search_name / "config.yaml")
+        baselines[sconfig["target"]] = (search, compare)
         plan = _json(HERE / compare_name / "plan.json")["config"]
-        s, rows = compare["summary"], compare["rows"]
+        s = compare["summary"]
         level = round(100 * s["ci_level"])
         beats = _clears_noise(s)
         verdicts.append((sconfig["target"], beats, s))
         budget_rows.append(_budget_row(f"MES {sconfig['target']:g}", search, compare))
-        arch = ArchConfig.from_dict(search["arch"])
-        tau = s.get("kendall_tau_supernet_vs_scratch")
-        sections.append(
-            f"""### MES {sconfig["target"]:g}
-
-```bash
+        commands = f"""```bash
 nas search --supernet runs/cifar10-v2-tiny-2ep --objective mes --target {sconfig["target"]:g} --device \\
     {sconfig["device"]} --workers 2 --run runs/{search_name} --seed {sconfig["seed"]}
 nas compare --searched runs/{search_name}/arch.yaml --random {plan["random"]} --seeds {plan["seeds"]} \\
     --recipe {plan["recipe_name"]} --workers 2 --out runs/{compare_name} --seed {plan["seed"]}
 ```
 
-Searched (`{search["digest"]}`, {search["steps"]} steps, {search["evaluations"]} sub-networks evaluated):
-{describe(arch)}, hidden widths {[list(h) for h in arch.hidden_widths]}; MES {search["mes"]:.1f}, supernet top-1
-{100 * search["accuracy"]:.2f}% (largest {100 * search["start_accuracy"]:.2f}%). Random:
-{compare["sources"]["sampling"]}.
-Mean ± standard deviation over seeds {", ".join(str(plan["seed"] + k) for k in range(plan["seeds"]))}:
-
-{chr(10).join(table_lines(rows))}
-
-Kendall's tau between the supernet's ranking of these {s["networks"]} networks and their from-scratch means:
-{"-" if tau is None else format(tau, "+.2f")}. Search: {provenance_line(search["provenance"])}. Comparison:
-{provenance_line(compare["provenance"])}.
-
-![top-1 against predicted latency]({compare_name}/compare.png)
 """
+        sections.append(
+            _budget_section(f"MES {sconfig['target']:g}", compare_name, search, compare, plan, commands=commands)
         )
     first_compare = _json(HERE / EVIDENCE[0][1] / "result.json")
     compare_plan = _json(HERE / EVIDENCE[0][1] / "plan.json")["config"]
