@@ -5,11 +5,16 @@ extracted as a static model, measured in the same run (this machine is shared an
 
 For each space (default: the three families' main spaces) it times the smallest and the largest
 named member. Prints one line per member: median ms per step for both, and the ratio supernet / static
-(target: <= 1.03, issue 16) as the median over adjacent pairs of steps, one of each model, with the
-spread of those pair ratios (their interquartile range): on a shared machine whose load drifts, a pair
-sees nearly the same load, where the two medians may not. ``zero_grad`` is the supernet's own, as in
-training: it keeps the gradients that only in-place slices wrote for the next step
-(``supernets.elastic_ops``).
+(target: <= 1.03, issue 16) as the median over adjacent steps, one of each model, with the spread of
+those ratios (their interquartile range): on a shared machine whose load drifts, adjacent steps see
+nearly the same load, where the medians may not. ``zero_grad`` is the supernet's own, as in training:
+it keeps the gradients that only in-place slices wrote for the next step (``supernets.elastic_ops``).
+
+The supernet runs a sub-network it has run before as that sub-network's static model on its own
+tensors (``SharedWeightStatic``): that is the ``supernet`` column, what a repeated sub-network costs
+(the sandwich rule's smallest, a sub-network fine-tuned in the supernet). The ``elastic`` column is the
+same step through the elastic ops (``static_cache_size = 0``), what a sub-network seen once costs (a
+random draw of the sandwich rule).
 """
 
 from __future__ import annotations
@@ -32,6 +37,21 @@ def step(model, x, arch=None) -> float:
     elapsed = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
     return elapsed
+
+
+KINDS = ("supernet", "elastic", "static")
+
+
+def timed_step(kind: str, net, static, x, arch) -> float:
+    if kind == "static":
+        return step(static, x)
+    if kind == "supernet":
+        return step(net, x, arch)
+    cache_size, net.static_cache_size = net.static_cache_size, 0  # the elastic ops' forward
+    try:
+        return step(net, x, arch)
+    finally:
+        net.static_cache_size = cache_size
 
 
 def main() -> None:
@@ -63,26 +83,26 @@ def main() -> None:
             arch = space.named(name)
             static = extract(net, arch).train()
             for _ in range(args.warmup):
-                step(net, x, arch)
-                step(static, x)
-            super_times, static_times = [], []
+                for kind in KINDS:
+                    timed_step(kind, net, static, x, arch)
+            times = {kind: [] for kind in KINDS}
+            order = list(KINDS)
             for i in range(args.repeats):
-                # Alternate which of the pair runs first: a step runs faster or slower after the other
-                # kind (allocator and cache state), which would otherwise bias every pair one way.
-                if i % 2:
-                    static_times.append(step(static, x))
-                    super_times.append(step(net, x, arch))
-                else:
-                    super_times.append(step(net, x, arch))
-                    static_times.append(step(static, x))
-            s, t = statistics.median(super_times), statistics.median(static_times)
-            pairs = [a / b for a, b in zip(super_times, static_times)]
-            q1, _, q3 = statistics.quantiles(pairs, n=4)
-            print(
-                f"{space.name:<18} {name:<22} supernet {s * 1e3:8.1f} ms   static {t * 1e3:8.1f} ms   "
-                f"ratio {statistics.median(pairs):.3f} (pairs' IQR {q1:.3f}-{q3:.3f}; of medians {s / t:.3f})",
-                flush=True,
-            )
+                # Rotate which kind runs first: a step runs faster or slower after another kind
+                # (allocator and cache state), which would otherwise bias every ratio one way.
+                for kind in order[i % 3 :] + order[: i % 3]:
+                    times[kind].append(timed_step(kind, net, static, x, arch))
+            static_ms = statistics.median(times["static"]) * 1e3
+            line = f"{space.name:<18} {name:<22} static {static_ms:7.1f} ms"
+            for kind in ("supernet", "elastic"):
+                ratios = [a / b for a, b in zip(times[kind], times["static"])]
+                q1, _, q3 = statistics.quantiles(ratios, n=4)
+                median = statistics.median(times[kind])
+                line += (
+                    f"   {kind} {median * 1e3:7.1f} ms ratio {statistics.median(ratios):.3f} "
+                    f"(IQR {q1:.3f}-{q3:.3f}; of medians {median / statistics.median(times['static']):.3f})"
+                )
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

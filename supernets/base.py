@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 import torch
@@ -13,7 +15,13 @@ from timm.layers import to_2tuple
 from nas.core.arch import ArchConfig
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace, StageSpace
-from supernets.elastic_ops import copy_sliced_state, zero_slice_gradients
+from supernets.elastic_ops import (
+    SLICE_GRADIENTS_FLAG,
+    SharedWeightStatic,
+    copy_sliced_state,
+    slice_gradients_enabled,
+    zero_slice_gradients,
+)
 
 NUM_STAGES = 4
 
@@ -32,11 +40,22 @@ def stage_resolutions(img_size) -> list[tuple[int, int]]:
 class SupernetBase(nn.Module):
     """What every supernet has besides its body: ``space``, ``img_size``, ``num_classes``, the
     class and distillation heads (averaged at inference, as the released code does) and
-    ``net(x, arch)``'s default of the largest sub-network."""
+    ``net(x, arch)``'s default of the largest sub-network.
+
+    A family implements ``forward_elastic(x, arch=None)`` (the elastic ops' forward) and
+    ``static_layout(arch)`` (how its static model's tensors map onto the supernet's). ``net(x, arch)``
+    runs a sub-network that it has run before, in training with gradients, as that sub-network's
+    static model on the supernet's tensors (:class:`supernets.elastic_ops.SharedWeightStatic`):
+    the same outputs and gradients without the elastic bookkeeping, whose fixed cost per step is
+    several percent of a small network's (issue 16). The sandwich rule's smallest sub-network,
+    or one sub-network fine-tuned in the supernet, takes that path from its second step.
+    """
 
     #: Dimensions averaged by global pooling: (2, 3) for NCHW maps, 1 for (B, N, C) tokens.
     pool_dims: tuple[int, ...] | int = (2, 3)
     family: str = ""
+    #: How many repeated sub-networks keep a static model to run on the supernet's tensors (0: none).
+    static_cache_size: int = 4
 
     def __init__(
         self,
@@ -61,6 +80,57 @@ class SupernetBase(nn.Module):
         self.drop_path_rate = drop_path_rate
         self.layer_scale_init_value = layer_scale_init_value
         self.distilled_training = False
+        self._statics = _StaticCache()
+
+    def forward(self, x: torch.Tensor, arch: ArchConfig | None = None):
+        """The sub-network ``arch`` (default: the largest; EfficientFormer in training: a Gumbel draw)."""
+        if (
+            arch is not None
+            and self.training
+            and torch.is_grad_enabled()
+            # The static models' drop-path rates follow their own depths, not the supernet's slots.
+            and self.drop_path_rate == 0
+            and slice_gradients_enabled(self)
+        ):
+            runner = self._statics.runner(self, arch)
+            if runner is not None and runner.lock.acquire(blocking=False):
+                try:
+                    return runner(x, True, self.distilled_training)
+                finally:
+                    runner.lock.release()
+        return self.forward_elastic(x, arch)
+
+    def forward_elastic(self, x: torch.Tensor, arch: ArchConfig | None = None):
+        raise NotImplementedError
+
+    def static_layout(self, arch: ArchConfig) -> tuple[Callable[..., nn.Module], Callable[[str], str]]:
+        """``(build_static, key_map)`` of a validated ``arch``: the family's static-model constructor and
+        the map from a static tensor's name to the supernet tensor it is the leading slice of."""
+        raise NotImplementedError
+
+    def _apply(self, fn, recurse=True):
+        self._clear_statics()  # a static model's own buffers (e.g. attention bias indices) do not follow
+        return super()._apply(fn, recurse)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        self._clear_statics()  # ``assign`` replaces the tensors the static models run on
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _clear_statics(self) -> None:
+        statics = self.__dict__.get("_statics")  # absent while a subclass's __init__ has not reached ours
+        if statics is not None:
+            statics.clear()
+
+    def __getstate__(self):
+        # The static models are a cache, rebuilt empty. A copy's parameters come without their slice
+        # gradient states (and hooks), so the copy has them off, as enable_slice_gradients(copy, False).
+        state = {**super().__getstate__(), "_statics": None}
+        state.pop(SLICE_GRADIENTS_FLAG, None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._statics = _StaticCache()
 
     @property
     def largest(self) -> ArchConfig:
@@ -109,11 +179,47 @@ def slot_key_map(slots: list[tuple[int, ...]]) -> Callable[[str], str]:
     return key_map
 
 
-def extract_static(
-    net: SupernetBase, arch: ArchConfig, build_static: Callable[..., nn.Module], key_map: Callable[[str], str]
-) -> nn.Module:
-    """Build the static model of ``arch`` (already validated) on the supernet's device and dtype and
-    fill it with the leading slices of the supernet tensors that ``key_map`` names. Pure."""
+class _StaticCache:
+    """The :class:`SharedWeightStatic` of the sub-networks a supernet runs more than once: built at a
+    sub-network's second call among the last ``window`` it was given, at most the supernet's
+    ``static_cache_size`` kept (the most recently used). A random draw is seen once and never built."""
+
+    def __init__(self, window: int = 64):
+        self.window = window
+        self.built: OrderedDict[ArchConfig, SharedWeightStatic] = OrderedDict()
+        self.seen: OrderedDict[ArchConfig, None] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.built.clear()
+            self.seen.clear()
+
+    def runner(self, net: SupernetBase, arch: ArchConfig) -> SharedWeightStatic | None:
+        size = net.static_cache_size
+        if size <= 0:
+            return None
+        with self.lock:
+            runner = self.built.get(arch)
+            if runner is not None:
+                self.built.move_to_end(arch)
+                return runner
+            if arch not in self.seen:  # its first call: remember it, run it elastic
+                self.seen[arch] = None
+                if len(self.seen) > self.window:
+                    self.seen.popitem(last=False)
+                return None
+            del self.seen[arch]
+            valid = net.space.validate(arch)
+            build_static, key_map = net.static_layout(valid)
+            runner = self.built[arch] = SharedWeightStatic(_build_like(net, valid, build_static), net, key_map)
+            while len(self.built) > size:
+                self.built.popitem(last=False)
+            return runner
+
+
+def _build_like(net: SupernetBase, arch: ArchConfig, build_static: Callable[..., nn.Module]) -> nn.Module:
+    """A freshly initialised static model of ``arch`` with the supernet's settings, device and dtype."""
     param = next(net.parameters())
     static = build_static(
         arch,
@@ -126,6 +232,16 @@ def extract_static(
         device=param.device,
         dtype=param.dtype,
     )
+    static.train(net.training)
+    return static
+
+
+def extract_static(
+    net: SupernetBase, arch: ArchConfig, build_static: Callable[..., nn.Module], key_map: Callable[[str], str]
+) -> nn.Module:
+    """Build the static model of ``arch`` (already validated) on the supernet's device and dtype and
+    fill it with the leading slices of the supernet tensors that ``key_map`` names. Pure."""
+    static = _build_like(net, arch, build_static)
     with torch.no_grad():
         copy_sliced_state(static, net.state_dict(), key_map)
     static.train(net.training)

@@ -368,7 +368,7 @@ class EfficientFormerSupernet(SupernetBase):
             x = stage(x, widths[s], stage_choices[s], to_tokens=s == NUM_STAGES - 1)
         return self.norm(x)
 
-    def forward(self, x: torch.Tensor, arch: ArchConfig | None = None):
+    def forward_elastic(self, x: torch.Tensor, arch: ArchConfig | None = None):
         """``arch`` given: that sub-network. Otherwise, in training mode, one Gumbel-softmax draw
         per position at full width; in eval mode, the largest sub-network."""
         if arch is None and self.training:
@@ -385,6 +385,17 @@ class EfficientFormerSupernet(SupernetBase):
                 hidden = iter(arch.hidden_widths[s])
                 stage_choices.append([(kind, 0 if kind == "skip" else next(hidden), None) for kind in types])
         return self.forward_head(self.forward_features(x, widths, stage_choices))
+
+    def static_layout(self, arch: ArchConfig):
+        mapping = _static_block_map(arch)
+
+        def key_map(key: str) -> str:
+            parts = key.split(".")
+            if parts[0] == "stages" and parts[2] == "blocks":
+                return mapping[(int(parts[1]), int(parts[3]))] + "." + ".".join(parts[4:])
+            return key
+
+        return build_static, key_map
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,15 +527,7 @@ def _static_block_map(arch: ArchConfig) -> dict[tuple[int, int], str]:
 def extract(net: EfficientFormerSupernet, arch: ArchConfig) -> EfficientFormer:
     """The static model of ``arch`` with the supernet's weights (pure)."""
     arch = net.space.validate(arch)
-    mapping = _static_block_map(arch)
-
-    def key_map(key: str) -> str:
-        parts = key.split(".")
-        if parts[0] == "stages" and parts[2] == "blocks":
-            return mapping[(int(parts[1]), int(parts[3]))] + "." + ".".join(parts[4:])
-        return key
-
-    return extract_static(net, arch, build_static, key_map)
+    return extract_static(net, arch, *net.static_layout(arch))
 
 
 # --------------------------------------------------------------------------------------------

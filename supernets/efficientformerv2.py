@@ -340,9 +340,13 @@ class EfficientFormerV2Supernet(SupernetBase):
             x = stage(x, arch.widths[s], arch.hidden_widths[s], arch.attention[s])
         return self.norm(x)
 
-    def forward(self, x: torch.Tensor, arch: ArchConfig | None = None):
+    def forward_elastic(self, x: torch.Tensor, arch: ArchConfig | None = None):
         arch = self.largest if arch is None else self.space.validate(arch)
         return self.forward_head(self.forward_features(x, arch))
+
+    def static_layout(self, arch: ArchConfig):
+        slots = [block_slots(d, a, st.max_depth) for d, a, st in zip(arch.depths, arch.attention, self.space.stages)]
+        return build_static, slot_key_map(slots)
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,8 +469,7 @@ def extract(net: EfficientFormerV2Supernet, arch: ArchConfig) -> EfficientFormer
     stage takes the weights of supernet slot ``block_slots(...)[i]``. Both heads are copied.
     """
     arch = net.space.validate(arch)
-    slots = [block_slots(d, a, st.max_depth) for d, a, st in zip(arch.depths, arch.attention, net.space.stages)]
-    return extract_static(net, arch, build_static, slot_key_map(slots))
+    return extract_static(net, arch, *net.static_layout(arch))
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ overwrites the region written before. The gradients are the same tensors' values
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar
 
 import torch
@@ -51,6 +52,8 @@ def _leading_index(sizes) -> tuple[slice, ...]:
 
 #: Attribute of a parameter that holds its :class:`SliceGradientState`.
 _SLICE_STATE = "_nas_slice_gradient"
+#: Attribute of a module: whether :func:`enable_slice_gradients` last turned them on for it.
+SLICE_GRADIENTS_FLAG = "_nas_slice_gradients"
 
 
 class SliceGradientState:
@@ -103,24 +106,139 @@ class _SliceWithInPlaceGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        weight, state = ctx.weight, ctx.state
-        target = weight.grad
-        if target is None:  # the step's first write: the slice's gradient is copied, not added
-            target, dirty, state.spare, state.spare_dirty = state.spare, state.spare_dirty, None, ()
-            # none kept, or the module was moved or cast since (``.to`` does not move the spare)
-            same = target is not None and target.dtype == weight.dtype and target.device == weight.device
-            if not same or target.shape != weight.shape:
-                target = torch.zeros_like(weight, memory_format=torch.contiguous_format)
-            elif any(d > g for d, g in zip(dirty, grad.shape)):  # last step wrote beyond this slice
-                target[_leading_index(dirty)].zero_()
-            weight.grad = target
-            state.region = ()
+        target, first = _gradient_target(ctx.weight, ctx.state, grad.shape)
+        if first:
             target[ctx.index].copy_(grad)
         else:
             target[ctx.index].add_(grad)
-        if state.region is not None:
-            state.grow(grad.shape)
         return None, None, None
+
+
+def _gradient_target(
+    weight: torch.Tensor, state: SliceGradientState | None, shape: torch.Size
+) -> tuple[torch.Tensor, bool]:
+    """``weight.grad``, made if need be, that a leading slice of ``shape`` writes its gradient into in
+    place, and whether this is the step's first write (which copies rather than adds). A parameter
+    without a :class:`SliceGradientState` gets a zero-filled gradient at its first write."""
+    target = weight.grad
+    if target is not None:
+        first = False
+    elif state is None:
+        target = weight.grad = torch.zeros_like(weight, memory_format=torch.contiguous_format)
+        first = True
+    else:  # the step's first write: reuse last step's gradient, zeroing only what this slice leaves
+        target, dirty, state.spare, state.spare_dirty = state.spare, state.spare_dirty, None, ()
+        # none kept, or the module was moved or cast since (``.to`` does not move the spare)
+        same = target is not None and target.dtype == weight.dtype and target.device == weight.device
+        if not same or target.shape != weight.shape:
+            target = torch.zeros_like(weight, memory_format=torch.contiguous_format)
+        elif any(d > g for d, g in zip(dirty, shape)):  # last step wrote beyond this slice
+            target[_leading_index(dirty)].zero_()
+        weight.grad = target
+        state.region = ()
+        first = True
+    if state is not None and state.region is not None:
+        state.grow(shape)
+    return target, first
+
+
+class _LeadingSlicesWithInPlaceGradient(torch.autograd.Function):
+    """Many parameters' leading slices as one autograd node, whose backward writes every slice's
+    gradient into its parameter's ``.grad`` in place, batched (``torch._foreach_*``).
+
+    What :class:`_SliceWithInPlaceGradient` does for one large parameter, for all the sliced
+    parameters of a sub-network at once (:class:`SharedWeightStatic`): a small network's step would
+    otherwise pay a slice backward, a zero-filled full-size gradient and an accumulation per
+    parameter, a fixed cost that does not shrink with the network (issue 16)."""
+
+    @staticmethod
+    def forward(ctx, plan, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ctx.plan = plan
+        # A leading slice is the tensor's own strides and offset with smaller sizes: one as_strided per
+        # parameter instead of an indexing op per dimension (this loop is the path's fixed cost).
+        return tuple(
+            w.as_strided(shape, w.stride(), w.storage_offset()).contiguous() for w, (_, shape) in zip(weights, plan)
+        )
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor | None):
+        copy_to, copy_from, add_to, add_from = [], [], [], []
+        for (weight, shape), grad in zip(ctx.plan, grads):
+            if grad is None:
+                continue
+            # The state is looked up now: enable_slice_gradients may have given it since the plan was made.
+            target, first = _gradient_target(weight, weight.__dict__.get(_SLICE_STATE), shape)
+            (copy_to if first else add_to).append(target.as_strided(shape, target.stride(), target.storage_offset()))
+            (copy_from if first else add_from).append(grad)
+        # Every first write (a copy) before any add: a parameter listed twice adds onto its copy.
+        if copy_to:
+            torch._foreach_copy_(copy_to, copy_from)
+        if add_to:
+            torch._foreach_add_(add_to, add_from)
+        return (None,) * (1 + len(grads))
+
+
+class SharedWeightStatic:
+    """The static model of one sub-network, run on the supernet's own tensors.
+
+    Its parameters are, at each call, the leading slices of the supernet's (made by one autograd
+    node, :class:`_LeadingSlicesWithInPlaceGradient`) or the supernet's tensors themselves where
+    nothing is cut; its BatchNorm statistics are views of the supernet's, updated in place. Between
+    calls it holds no parameters. The forward is the static model's own (timm's code, no elastic
+    bookkeeping), so a sub-network that a supernet runs again and again (the sandwich rule's smallest,
+    a fixed sub-network fine-tuned in the supernet) costs about what the extracted network costs.
+    Gradients land in the supernet's ``.grad`` as with in-place slice gradients, which it needs
+    (not under DDP)."""
+
+    def __init__(self, static: nn.Module, supernet: nn.Module, key_map) -> None:
+        params, buffers = dict(supernet.named_parameters()), dict(supernet.named_buffers())
+        plan, sliced, direct = [], [], []
+        for prefix, module in static.named_modules():
+            prefix = f"{prefix}." if prefix else ""
+            for name, own in list(module._parameters.items()):
+                if own is None:
+                    continue
+                source = _fitting(params, key_map(prefix + name), own, prefix + name)
+                if source.shape == own.shape:
+                    direct.append((module._parameters, name, source))
+                else:
+                    plan.append((source, tuple(own.shape)))
+                    sliced.append((module._parameters, name))
+                module._parameters[name] = None  # held only during a call
+            for name, own in list(module._buffers.items()):
+                if own is None or name in module._non_persistent_buffers_set:
+                    continue
+                source = _fitting(buffers, key_map(prefix + name), own, prefix + name)
+                module._buffers[name] = leading(source, *own.shape)  # a view: updates land in the supernet
+        self.static = static
+        self._plan, self._sources, self._sliced, self._direct = tuple(plan), [p for p, _ in plan], sliced, direct
+        self.lock = threading.Lock()
+
+    def __call__(self, x: torch.Tensor, training: bool, distilled_training: bool):
+        slices = _LeadingSlicesWithInPlaceGradient.apply(self._plan, *self._sources) if self._plan else ()
+        if isinstance(slices, torch.Tensor):  # apply returns a lone output bare
+            slices = (slices,)
+        for (params, name), tensor in zip(self._sliced, slices):
+            params[name] = tensor
+        for params, name, tensor in self._direct:
+            params[name] = tensor
+        if self.static.training != training:
+            self.static.train(training)
+        self.static.distilled_training = distilled_training
+        try:
+            return self.static(x)
+        finally:  # no reference to this step's graph outlives the call
+            for params, name in self._sliced:
+                params[name] = None
+            for params, name, _ in self._direct:
+                params[name] = None
+
+
+def _fitting(tensors: dict[str, torch.Tensor], key: str, own: torch.Tensor, static_key: str) -> torch.Tensor:
+    source = tensors[key]
+    if source.dim() != own.dim() or any(s < t for s, t in zip(source.shape, own.shape)):
+        raise ValueError(f"cannot slice {key} {tuple(source.shape)} to {static_key} {tuple(own.shape)}")
+    return source
 
 
 class _AutogradWrites:
@@ -144,7 +262,9 @@ MIN_SLICE_GRADIENT_NUMEL = 1 << 17
 def enable_slice_gradients(module: nn.Module, enabled: bool = True, min_numel: int = MIN_SLICE_GRADIENT_NUMEL) -> None:
     """Give every parameter of ``module`` of at least ``min_numel`` elements in-place slice gradients
     (or take them away from all: DDP needs autograd's own accumulation). Zero the gradients with
-    :func:`zero_slice_gradients` to reuse them."""
+    :func:`zero_slice_gradients` to reuse them. :func:`slice_gradients_enabled` tells which was
+    asked last (a :class:`SharedWeightStatic` writes every parameter's gradient in place)."""
+    module.__dict__[SLICE_GRADIENTS_FLAG] = enabled
     for p in module.parameters():
         state = p.__dict__.get(_SLICE_STATE)
         if state is None:
@@ -157,6 +277,11 @@ def enable_slice_gradients(module: nn.Module, enabled: bool = True, min_numel: i
         state.enabled = enabled
         if not enabled:
             state.spare = None
+
+
+def slice_gradients_enabled(module: nn.Module) -> bool:
+    """Whether :func:`enable_slice_gradients` last turned ``module``'s in-place slice gradients on."""
+    return module.__dict__.get(SLICE_GRADIENTS_FLAG, False)
 
 
 def zero_slice_gradients(module: nn.Module) -> None:

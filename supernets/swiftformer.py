@@ -266,9 +266,13 @@ class SwiftFormerSupernet(SupernetBase):
             x = stage(x, arch.widths[s], arch.hidden_widths[s])
         return self.norm(x)
 
-    def forward(self, x: torch.Tensor, arch: ArchConfig | None = None):
+    def forward_elastic(self, x: torch.Tensor, arch: ArchConfig | None = None):
         arch = self.largest if arch is None else self.space.validate(arch)
         return self.forward_head(self.forward_features(x, arch))
+
+    def static_layout(self, arch: ArchConfig):
+        slots = [block_slots(d, 1, st.max_depth) for d, st in zip(arch.depths, self.space.stages)]
+        return build_static, slot_key_map(slots)
 
 
 def _static_block(
@@ -366,8 +370,7 @@ def build_static(
 def extract(net: SwiftFormerSupernet, arch: ArchConfig) -> SwiftFormer:
     """The static model of ``arch`` with the supernet's weights (pure)."""
     arch = net.space.validate(arch)
-    slots = [block_slots(d, 1, st.max_depth) for d, st in zip(arch.depths, net.space.stages)]
-    return extract_static(net, arch, build_static, slot_key_map(slots))
+    return extract_static(net, arch, *net.static_layout(arch))
 
 
 # --------------------------------------------------------------------------------------------

@@ -112,11 +112,14 @@ def test_training_touches_only_the_active_slices():
     assert net.stages[0].blocks[1].mlp.fc1.conv.weight.grad is None
 
 
+@pytest.mark.parametrize("static_cache_size", [0, 4])
 @pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer-tiny", "swiftformer-tiny"])
-def test_in_place_slice_gradients_equal_autograds(space_name):
+def test_in_place_slice_gradients_equal_autograds(space_name, static_cache_size):
     """Slices add their gradients into ``.grad`` in place (issue 16): over sandwich steps, small-only
     steps and a step after ``optimizer.zero_grad()``, every gradient equals plain autograd slicing's,
-    and a small sub-network's step reuses last step's gradient tensor instead of a new full-size one."""
+    and a small sub-network's step reuses last step's gradient tensor instead of a new full-size one;
+    with the elastic ops alone, or with the repeated sub-networks run as static models on the
+    supernet's tensors (``SupernetBase.static_cache_size``)."""
     import copy
     import io
 
@@ -127,6 +130,7 @@ def test_in_place_slice_gradients_equal_autograds(space_name):
     net = build_supernet(space, img_size=32, num_classes=10).train()
     plain = copy.deepcopy(net)  # a copy's parameters come without slice gradients
     enable_slice_gradients(net, min_numel=1)  # the tiny spaces' weights are all below the default size
+    net.static_cache_size = static_cache_size
     rng = random.Random(0)
     archs = [space.largest(), space.smallest(), *(space.sample(rng) for _ in range(4))]
     x = torch.randn(4, 3, 32, 32)
