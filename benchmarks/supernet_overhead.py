@@ -4,17 +4,20 @@ extracted as a static model, measured in the same run (this machine is shared an
     python benchmarks/supernet_overhead.py [--spaces efficientformerv2 ...] [--batch-size 64] [--img-size 64]
 
 For each space (default: the three families' main spaces) it times the smallest and the largest
-named member. Prints one line per member: median ms per step for both, and the ratio supernet / static
-(target: <= 1.03, issue 16) as the median over adjacent steps, one of each model, with the spread of
-those ratios (their interquartile range): on a shared machine whose load drifts, adjacent steps see
-nearly the same load, where the medians may not. ``zero_grad`` is the supernet's own, as in training:
-it keeps the gradients that only in-place slices wrote for the next step (``supernets.elastic_ops``).
+named member. Prints one line per member with two measurements, each in its own loop of adjacent
+pairs (one step of the supernet, one of the static network, alternating which runs first):
 
-The supernet runs a sub-network it has run before as that sub-network's static model on its own
-tensors (``SharedWeightStatic``): that is the ``supernet`` column, what a repeated sub-network costs
-(the sandwich rule's smallest, a sub-network fine-tuned in the supernet). The ``elastic`` column is the
-same step through the elastic ops (``static_cache_size = 0``), what a sub-network seen once costs (a
-random draw of the sandwich rule).
+- ``supernet``: the supernet runs a sub-network it has run before as that sub-network's static model
+  on its own tensors (``SharedWeightStatic``): what a repeated sub-network costs (the sandwich rule's
+  smallest, a sub-network fine-tuned in the supernet);
+- ``elastic``: the same step through the elastic ops (``static_cache_size = 0``): what a sub-network
+  seen once costs (a random draw of the sandwich rule).
+
+Each gives median ms per step for both models and the ratio to the static network (target: <= 1.03,
+issue 16) as the median of the pairs' ratios, with their interquartile range, and as the ratio of the
+medians: on a shared machine whose load drifts, a pair sees nearly the same load, where the medians
+may not. ``zero_grad`` is the supernet's own, as in training: it keeps the gradients that only
+in-place slices wrote for the next step (``supernets.elastic_ops``).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def main() -> None:
     parser.add_argument("--members", nargs="*", help="named members (default: smallest and largest named)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--img-size", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--seed", type=int, default=0)
@@ -85,22 +88,21 @@ def main() -> None:
             for _ in range(args.warmup):
                 for kind in KINDS:
                     timed_step(kind, net, static, x, arch)
-            times = {kind: [] for kind in KINDS}
-            order = list(KINDS)
-            for i in range(args.repeats):
-                # Rotate which kind runs first: a step runs faster or slower after another kind
-                # (allocator and cache state), which would otherwise bias every ratio one way.
-                for kind in order[i % 3 :] + order[: i % 3]:
-                    times[kind].append(timed_step(kind, net, static, x, arch))
-            static_ms = statistics.median(times["static"]) * 1e3
-            line = f"{space.name:<18} {name:<22} static {static_ms:7.1f} ms"
+            line = f"{space.name:<18} {name:<22}"
             for kind in ("supernet", "elastic"):
-                ratios = [a / b for a, b in zip(times[kind], times["static"])]
+                # Each kind against the static network in adjacent pairs, alternating which runs first:
+                # a step runs faster or slower after another kind (allocator and cache state), and a
+                # pair sees nearly the same machine load where the medians of a drifting run may not.
+                times, static_times = [], []
+                for i in range(args.repeats):
+                    for k in (kind, "static") if i % 2 else ("static", kind):
+                        (times if k == kind else static_times).append(timed_step(k, net, static, x, arch))
+                ratios = [a / b for a, b in zip(times, static_times)]
                 q1, _, q3 = statistics.quantiles(ratios, n=4)
-                median = statistics.median(times[kind])
+                median, static_median = statistics.median(times), statistics.median(static_times)
                 line += (
-                    f"   {kind} {median * 1e3:7.1f} ms ratio {statistics.median(ratios):.3f} "
-                    f"(IQR {q1:.3f}-{q3:.3f}; of medians {median / statistics.median(times['static']):.3f})"
+                    f"   {kind} {median * 1e3:7.1f} ms / static {static_median * 1e3:7.1f} ms: ratio "
+                    f"{statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}; of medians {median / static_median:.3f})"
                 )
             print(line, flush=True)
 
