@@ -235,6 +235,7 @@ class SharedWeightStatic:
 
 
 def _fitting(tensors: dict[str, torch.Tensor], key: str, own: torch.Tensor, static_key: str) -> torch.Tensor:
+    """``tensors[key]``, checked to have a leading slice of ``own``'s shape (``static_key``'s)."""
     source = tensors[key]
     if source.dim() != own.dim() or any(s < t for s, t in zip(source.shape, own.shape)):
         raise ValueError(f"cannot slice {key} {tuple(source.shape)} to {static_key} {tuple(own.shape)}")
@@ -412,8 +413,6 @@ def copy_sliced_state(static: nn.Module, supernet_state: dict[str, torch.Tensor]
     supernet tensor named ``key_map(static_key)``; loaded with ``strict=True``."""
     state = {}
     for key, target in static.state_dict().items():
-        source = supernet_state[key_map(key)]
-        if source.dim() != target.dim() or any(s < t for s, t in zip(source.shape, target.shape)):
-            raise ValueError(f"cannot slice {key_map(key)} {tuple(source.shape)} to {key} {tuple(target.shape)}")
+        source = _fitting(supernet_state, key_map(key), target, key)
         state[key] = leading(source, *target.shape).detach().clone()
     static.load_state_dict(state, strict=True)
