@@ -77,9 +77,12 @@ class RunClock:
                 log.warning("%s: unreadable (%s); wall time counts from this session", self.path, exc)
         self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._t0 = time.perf_counter()
+        # The code this process imported, read now: code_version() is cached at its first call, which
+        # would otherwise be the first save, after a commit made since the start would be recorded.
+        self._code = code_version()
 
     def sessions(self) -> list[dict[str, Any]]:
-        current = {"started": self._started_at, "seconds": round(time.perf_counter() - self._t0, 1), **code_version()}
+        current = {"started": self._started_at, "seconds": round(time.perf_counter() - self._t0, 1), **self._code}
         return self.previous + [current]
 
     def tick(self) -> None:
@@ -94,6 +97,6 @@ class RunClock:
         return {
             "wall_seconds": round(sum(s["seconds"] for s in sessions), 1),
             "sessions": len(sessions),
-            **code_version(),
+            **self._code,
             **environment(),
         }

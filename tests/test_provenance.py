@@ -37,3 +37,14 @@ def test_a_new_run_restarts_the_count_and_a_bad_wall_file_is_only_a_warning(tmp_
     assert clock.summary()["sessions"] == 1
     assert RunClock(tmp_path, resume=False).summary()["sessions"] == 1
     assert RunClock(tmp_path, resume=True).summary()["sessions"] == 2
+
+
+def test_a_session_records_the_code_it_started_with(tmp_path, monkeypatch):
+    """A commit made while a long run goes, before its first save, does not change what it says it ran."""
+    import nas.provenance
+
+    started = code_version()
+    clock = RunClock(tmp_path, resume=False)
+    monkeypatch.setattr(nas.provenance, "code_version", lambda: {"commit": "later", "dirty": True})
+    assert clock.summary()["commit"] == started["commit"] != "later"
+    assert json.loads((tmp_path / "wall.json").read_text())["sessions"][0]["commit"] == started["commit"]
