@@ -259,14 +259,21 @@ def test_few_shot_calibration():
 
     assert error(five) < error(calibrate(model, truth[:1])) and error(five) < error(model)
     assert five.calibration["leave_one_out"]["n_models"] == 5 and five.interval_factors == model.interval_factors
-    assert calibrate(model, slow).calibration["method"].startswith("scale + ridge-to-prior")  # the prior fits
-    # A phone whose latency is MACs plus an overhead, unlike the prior: the prior is dropped for the
-    # model the timings support by leave-one-out, which then prices every network right.
+    # Three or more timings fit a * prior + b * MACs + c: a phone the prior fits up to scale is
+    # recovered exactly (b = c = 0) ...
+    scaled = calibrate(model, slow)
+    assert scaled.calibration["method"].startswith("1.5 x prior + 0 ms/GMAC")
+    assert scaled.predict_ops(timm_ops("resnet50")) == pytest.approx(1.5 * model.predict_ops(timm_ops("resnet50")))
+    # ... and a phone whose latency is MACs plus an overhead, unlike the prior, drops the prior (a = 0)
+    # and then prices every network right.
     macs = {n: sum(op.macs for op in ops[n]) / 1e9 for n in names}
     plain = [Fact(n, 0.2 + 3.0 * macs[n], "test", ops[n]) for n in names]
     fitted = calibrate(model, plain)
-    assert fitted.calibration["method"].startswith("MACs + overhead fitted to the k timings")
+    assert fitted.calibration["method"] == "0 x prior + 3 ms/GMAC x MACs + 0.2 ms"
+    assert fitted.calibration["leave_one_out"]["mean"] == pytest.approx(0, abs=1e-6)
     assert fitted.predict_ops(timm_ops("resnet50")) == pytest.approx(0.2 + 3.0 * 4.09, rel=0.01)
+    # The calibrated model is a cost model like any other: its header reads back to the same model.
+    assert "all MACs" in fitted.summary()["hardware_terms"]
 
 
 @pytest.mark.parametrize("device", ["iphone12", "iphone14", "pixel6"])

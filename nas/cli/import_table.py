@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
         description="Reads the CSV (id,latency_ms) filled in on the phone for the blocks and networks "
         "of a `nas export-blocks` manifest and writes an `imported` latency table; "
         "with --refit the network timings calibrate the phone predictor (few-shot: a scale for 1-2 "
-        "networks, every weight pulled towards the published model's for 3 or more).",
+        "networks, a * prior + b * MACs + c for 3 or more).",
     )
     p.add_argument("csv", metavar="CSV")
     p.add_argument("--manifest", required=True, help="manifest.json written by nas export-blocks")
