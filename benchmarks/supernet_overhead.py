@@ -16,8 +16,14 @@ pairs (one step of the supernet, one of the static network, alternating which ru
 Each gives median ms per step for both models and the ratio to the static network (target: <= 1.03,
 issue 16) as the median of the pairs' ratios, with their interquartile range, and as the ratio of the
 medians: on a shared machine whose load drifts, a pair sees nearly the same load, where the medians
-may not. ``zero_grad`` is the supernet's own, as in training: it keeps the gradients that only
-in-place slices wrote for the next step (``supernets.elastic_ops``).
+may not. A last column measures the repeated path's *fixed cost*, the milliseconds a step pays over
+the static network whatever the batch (copies between the supernet's layout and the static one,
+Python), as the median difference of adjacent pairs at ``--fixed-cost-batch`` (default 4), where a
+step is short and the machine's noise small, and gives it as a share of the static step at the main
+batch. That is the part of the overhead that does not grow with the batch, measured with less noise
+than the ratio; a ratio above it is per-image cost or noise. ``zero_grad`` is the supernet's own,
+as in training: it keeps the gradients that only in-place slices wrote for the next step
+(``supernets.elastic_ops``).
 """
 
 from __future__ import annotations
@@ -57,6 +63,18 @@ def timed_step(kind: str, net, static, x, arch) -> float:
         net.static_cache_size = cache_size
 
 
+def fixed_cost(net, static, x, arch, repeats: int) -> list[float]:
+    """Seconds a repeated sub-network's step costs over the static network's, per adjacent pair."""
+    for _ in range(3):
+        timed_step("supernet", net, static, x, arch), timed_step("static", net, static, x, arch)
+    extra = []
+    for i in range(repeats):
+        first, second = ("supernet", "static") if i % 2 else ("static", "supernet")
+        a, b = timed_step(first, net, static, x, arch), timed_step(second, net, static, x, arch)
+        extra.append(a - b if first == "supernet" else b - a)
+    return extra
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spaces", nargs="*", default=["efficientformerv2", "efficientformer", "swiftformer"])
@@ -67,6 +85,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fixed-cost-batch", type=int, default=4, help="batch of the fixed-cost pairs (0: skip)")
+    parser.add_argument("--fixed-cost-repeats", type=int, default=60)
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
@@ -76,6 +96,7 @@ def main() -> None:
         f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}"
     )
     x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
+    x_small = torch.randn(args.fixed_cost_batch, 3, args.img_size, args.img_size)
     for space_name in args.spaces:
         space = load_space(space_name)
         names = args.members or sorted(space.members, key=lambda n: count_params(space.named(n)))
@@ -103,6 +124,16 @@ def main() -> None:
                 line += (
                     f"   {kind} {median * 1e3:7.1f} ms / static {static_median * 1e3:7.1f} ms: ratio "
                     f"{statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}; of medians {median / static_median:.3f})"
+                )
+                if kind == "supernet":
+                    static_at_batch = static_median
+            if args.fixed_cost_batch:
+                extra = fixed_cost(net, static, x_small, arch, args.fixed_cost_repeats)
+                q1, mid, q3 = statistics.quantiles(extra, n=4)
+                line += (
+                    f"   fixed cost {mid * 1e3:.1f} ms (IQR {q1 * 1e3:.1f}-{q3 * 1e3:.1f}) at batch "
+                    f"{args.fixed_cost_batch} = {mid / static_at_batch:.1%} of the static step at batch "
+                    f"{args.batch_size}"
                 )
             print(line, flush=True)
 
