@@ -66,7 +66,8 @@ def timed_step(kind: str, net, static, x, arch) -> float:
 def fixed_cost(net, static, x, arch, repeats: int) -> list[float]:
     """Seconds a repeated sub-network's step costs over the static network's, per adjacent pair."""
     for _ in range(3):
-        timed_step("supernet", net, static, x, arch), timed_step("static", net, static, x, arch)
+        for kind in ("supernet", "static"):
+            timed_step(kind, net, static, x, arch)
     extra = []
     for i in range(repeats):
         first, second = ("supernet", "static") if i % 2 else ("static", "supernet")
