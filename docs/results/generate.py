@@ -899,11 +899,12 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
     seed1 = HERE / MAIN_SEED1_SUPERNET
     seed1_result = _json(seed1 / "result.json")
     seed1_label = " (supernet seed 1)"
-    commands, rows, tables, bullets, verdicts, dirty = [], [], [], [], [], False
+    commands, rows, tables, bullets, verdicts, dirty, trained = [], [], [], [], [], False, set()
     for supernet_name, search_name, compare_name in MAIN_EVIDENCE:
         folder = HERE / search_name
         run = supernet_name.removeprefix("supernet-")
-        if f"--run runs/{run}" not in "".join(commands):
+        if supernet_name not in trained:  # each supernet's training command once, before its first search
+            trained.add(supernet_name)
             commands += [
                 "nas train-supernet efficientformerv2 --recipe cifar10-cpu --data ../shared/data/cifar10 --epochs 1 \\",
                 f"    --warmup-epochs 0.2 --seed {_yaml(HERE / supernet_name / 'config.yaml')['seed']} "
