@@ -740,9 +740,12 @@ def calibrate(model: CostModel, facts: list[Fact]) -> CostModel:
         scale = float(np.exp(np.mean(np.log(y / np.maximum(predicted, 1e-12)))))
         candidate, weights, errors, method = model.candidate, scale * prior, None, "scale"
     else:
-        mix = [_prior_mix(model, facts[:i] + facts[i + 1 :]) for i in range(k)]
-        errors = np.array([_mix_features(model, f) @ m / f.latency_ms - 1 for m, f in zip(mix, facts)])
-        a, b, c = _prior_mix(model, facts)
+        # Features of the mix, once per network: the prior's prediction, its MACs (G) and 1.
+        X = np.array([[model.predict_ops(f.ops), _all_macs(f.ops), 1.0] for f in facts])
+        y = np.array([f.latency_ms for f in facts])
+        keep = ~np.eye(k, dtype=bool)
+        errors = np.array([X[i] @ _prior_mix(X[keep[i]], y[keep[i]]) / y[i] - 1 for i in range(k)])
+        a, b, c = _prior_mix(X, y)
         candidate = model.candidate
         if ALL_MACS not in candidate.terms:
             candidate = replace(candidate, terms=(*candidate.terms, ALL_MACS))
@@ -767,15 +770,10 @@ def calibrate(model: CostModel, facts: list[Fact]) -> CostModel:
     )
 
 
-def _mix_features(model: CostModel, fact: Fact) -> np.ndarray:
-    """The few-shot mix's features of one network: the prior's prediction, its MACs (G) and 1."""
-    return np.array([model.predict_ops(fact.ops), _all_macs(fact.ops), 1.0])
-
-
-def _prior_mix(model: CostModel, facts: list[Fact]) -> np.ndarray:
-    """Non-negative ``(a, b, c)`` of ``a * prior + b * MACs + c``, least squares on relative error."""
-    y = np.array([f.latency_ms for f in facts])
-    return _nnls(np.array([_mix_features(model, f) for f in facts]) / y[:, None], np.ones(len(y)))
+def _prior_mix(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative ``(a, b, c)`` of ``a * prior + b * MACs + c`` (the columns of ``X``), least squares
+    on relative error."""
+    return _nnls(X / y[:, None], np.ones(len(y)))
 
 
 def few_shot_curve(
