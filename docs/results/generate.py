@@ -898,19 +898,18 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
     sessions = _json(supernet / "wall.json")["sessions"]
     seed1 = HERE / MAIN_SEED1_SUPERNET
     seed1_result = _json(seed1 / "result.json")
-    seed1_label = " (supernet seed 1)"
     commands, rows, tables, bullets, verdicts, dirty, trained = [], [], [], [], [], False, set()
     for supernet_name, search_name, compare_name in MAIN_EVIDENCE:
         folder = HERE / search_name
         run = supernet_name.removeprefix("supernet-")
+        supernet_seed = _yaml(HERE / supernet_name / "config.yaml")["seed"]
         if supernet_name not in trained:  # each supernet's training command once, before its first search
             trained.add(supernet_name)
             commands += [
                 "nas train-supernet efficientformerv2 --recipe cifar10-cpu --data ../shared/data/cifar10 --epochs 1 \\",
-                f"    --warmup-epochs 0.2 --seed {_yaml(HERE / supernet_name / 'config.yaml')['seed']} "
-                f"--run runs/{run}",
+                f"    --warmup-epochs 0.2 --seed {supernet_seed} --run runs/{run}",
             ]
-        seed_label = seed1_label if supernet_name == MAIN_SEED1_SUPERNET else ""
+        seed_label = f" (supernet seed {supernet_seed})" if supernet_seed else ""
         sconfig = _yaml(folder / "config.yaml")
         plan = _json(HERE / compare_name / "plan.json")["config"]
         _priced_table(folder, {search_name: sconfig, compare_name: plan})
@@ -942,7 +941,7 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         macs = [r["macs"] / 1e6 for r in randoms]
         scratch = [r["top1"] for r in compare["rows"]]
         macs_tau = kendalltau([r["macs"] for r in compare["rows"]], scratch).statistic
-        verdicts.append((f"MES {target:g}{seed_label}", _clears_noise(s), tau))
+        verdicts.append((f"MES {target:g}", supernet_seed, _clears_noise(s), tau))
         bullets.append(
             f"On the main space at MES {target:g}{seed_label}, the searched network ranks {s['searched_rank']} of "
             f"{s['networks']}: "
@@ -1003,10 +1002,10 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
 
 {chr(10).join(tables)}
 {rank_section}"""
-    # One verdict per target: the seeds that met it ("MES 100 with both supernet seeds").
-    by_target: dict[str, list[tuple[str, bool, float | None]]] = {}
-    for t, beats, tau in verdicts:
-        by_target.setdefault(t.removesuffix(seed1_label), []).append((t, beats, tau))
+    # One verdict per target: the supernet seeds that met it ("MES 100 with both supernet seeds").
+    by_target: dict[str, list[tuple[int, bool, float | None]]] = {}
+    for t, seed, beats, tau in verdicts:
+        by_target.setdefault(t, []).append((seed, beats, tau))
 
     def _named(t: str, runs: list) -> str:
         return f"{t} with both supernet seeds" if len(runs) > 1 else t
@@ -1019,8 +1018,7 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
         if not any(b for _, b, _ in runs)
     ]
     split = [
-        f"{t}: met with the {' and '.join('seed-1' if x.endswith(seed1_label) else 'seed-0' for x, b, _ in runs if b)} "
-        "supernet only"
+        f"{t}: met with the {' and '.join(f'seed-{seed}' for seed, b, _ in runs if b)} supernet only"
         for t, runs in by_target.items()
         if any(b for _, b, _ in runs) and not all(b for _, b, _ in runs)
     ]
