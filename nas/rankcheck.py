@@ -253,6 +253,10 @@ def rank_check(
     out = Path(out)
     plan_path = out / "plan.json"
     reused = _reused_networks(Path(scratch_from), config) if scratch_from else None
+    # Read before any folder is made: a study that cannot be reused leaves nothing behind.
+    recorded = (
+        _recorded_trainings(Path(scratch_from), reused, spread_indices(n, full_n)) if reused is not None else None
+    )
     if resume:
         if not plan_path.exists():
             raise NasError(f"{out}: nothing to resume (no plan.json)")
@@ -287,6 +291,7 @@ def rank_check(
             threads_per_worker,
             progress,
             RunClock(out, resume),
+            recorded,
         )
 
 
@@ -313,6 +318,22 @@ def _reused_networks(study: Path, config: RankCheckRunConfig) -> list[ArchConfig
     return [ArchConfig.from_dict(a) for a in saved["networks"]]
 
 
+def _recorded_trainings(study: Path, archs: list[ArchConfig], checked: list[int]) -> tuple[list, list, str]:
+    """The from-scratch top-1 of every network (and of the longer recipe's ``checked`` ones) as the
+    finished ``study`` recorded them in its result.json, with its description of them: a committed
+    study keeps its results but not its training runs, and its numbers are the ground truth reused."""
+    earlier = json.loads((study / "result.json").read_text(encoding="utf-8"))
+    rows = earlier.get("rows", [])
+    if [r.get("digest") for r in rows] != [a.digest for a in archs]:
+        raise NasError(f"--scratch-from {study}: its result.json does not list the networks of its plan.json")
+    missing = [rows[i]["network"] for i in checked if rows[i].get("full_top1") is None]
+    if missing:
+        raise NasError(f"--scratch-from {study}: no longer recipe's top-1 recorded for {', '.join(missing)}")
+    short = [{"top1": r["scratch_top1"]} for r in rows]
+    full = [{"top1": rows[i]["full_top1"]} for i in checked]
+    return short, full, f"{earlier['sources']['from scratch']}, recorded by {study}"
+
+
 def _study(
     out: Path,
     config: RankCheckRunConfig,
@@ -327,7 +348,9 @@ def _study(
     threads_per_worker: int,
     progress: bool,
     clock: RunClock,
+    recorded: tuple[list, list, str] | None,
 ) -> dict[str, Any]:
+    """The study itself; ``recorded`` is a reused study's from-scratch results, which it does not train."""
     names = [f"net-{i:02d}" for i in range(len(archs))]
 
     def jobs(recipe: Recipe, folder: str, indices: list[int], max_steps: int | None) -> list[dict]:
@@ -337,7 +360,7 @@ def _study(
                 "arch": archs[i].to_dict(),
                 "recipe": asdict(recipe),
                 "data": config.data,
-                "run": str(Path(config.scratch_from or out) / folder / names[i]),
+                "run": str(out / folder / names[i]),
                 "seed": config.seed,
                 "max_steps": max_steps,
                 "space": space.name,
@@ -347,21 +370,30 @@ def _study(
         ]
 
     checked = spread_indices(len(archs), config.full_n)
-    everything = list(range(len(archs)))
-    short = train_all(
-        jobs(config.recipe, "runs", everything, config.max_steps), workers, ray_address, threads_per_worker, clock
-    )
-    full = (
-        train_all(
-            jobs(config.full_recipe, "runs-full", checked, config.max_steps),
-            workers,
-            ray_address,
-            threads_per_worker,
-            clock,
+    if recorded is not None:
+        short, full, scratch_source = recorded
+    else:
+        everything = list(range(len(archs)))
+        short = train_all(
+            jobs(config.recipe, "runs", everything, config.max_steps), workers, ray_address, threads_per_worker, clock
         )
-        if config.full_n
-        else []
-    )
+        full = (
+            train_all(
+                jobs(config.full_recipe, "runs-full", checked, config.max_steps),
+                workers,
+                ray_address,
+                threads_per_worker,
+                clock,
+            )
+            if config.full_n
+            else []
+        )
+        first = short[0]
+        scratch_source = (
+            f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps on "
+            f"{train_images_words(first, config.recipe)} with recipe {config.recipe_name or 'custom'} "
+            f"(seed {config.seed}); data: {config.data or 'scikit-learn digits'}"
+        )
     supernet = supernet_accuracies(spec, context, archs, out)
     proxies = zero_cost_proxies(archs, config.recipe, config.data, config.seed, num_classes, out)
     rows = []
@@ -410,11 +442,8 @@ def _study(
         }
         for row, trained in zip([rows[i] for i in checked], full):
             row["full_top1"] = trained["top1"]
-    first = short[0]
     result["sources"] = {
-        "from scratch": f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps on "
-        f"{train_images_words(first, config.recipe)} with recipe {config.recipe_name or 'custom'} "
-        f"(seed {config.seed}); data: {config.data or 'scikit-learn digits'}",
+        "from scratch": scratch_source,
         "supernet": f"top-1 with the weights of {config.supernet}, BatchNorm recalibrated "
         f"({config.bn_calib_batches} batches), on its search split",
         "proxies": "params, MACs exact; latency from the table named in the config; SynFlow (log10) and the "

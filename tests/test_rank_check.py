@@ -1,6 +1,7 @@
 """``nas rank-check``: the supernet's ranking against from-scratch training, beside free rankings."""
 
 import json
+import shutil
 
 import pytest
 
@@ -110,6 +111,23 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     assert [r["digest"] for r in other["rows"]] == [r["digest"] for r in rows]
     assert other["short_vs_full"] == result["short_vs_full"] and not (variant / "runs").exists()
     assert json.loads((variant / "plan.json").read_text())["config"]["scratch_from"] == str(out)
+    assert other["sources"]["from scratch"].endswith(f"recorded by {out}")
+    # A study as committed (plan.json and result.json, no training runs) is reused the same way.
+    committed = tmp_path / "committed"
+    committed.mkdir()
+    for name in ("plan.json", "result.json"):
+        shutil.copy(out / name, committed / name)
+    assert main([*base, "--out", str(tmp_path / "v4"), "--scratch-from", str(committed)]) == 0
+    reused = json.loads(capsys.readouterr().out)
+    assert [r["scratch_top1"] for r in reused["rows"]] == [r["scratch_top1"] for r in rows]
+    assert reused["rankings"] == other["rankings"] and reused["short_vs_full"] == result["short_vs_full"]
+    # A result.json that does not match its plan (edited, or from another study) is refused.
+    edited = json.loads((committed / "result.json").read_text())
+    edited["rows"] = edited["rows"][::-1]
+    (committed / "result.json").write_text(json.dumps(edited))
+    assert main([*base, "--out", str(tmp_path / "v5"), "--scratch-from", str(committed)]) == 2
+    assert "does not list the networks of its plan.json" in capsys.readouterr().err
+    assert not (tmp_path / "v5").exists()
     # Other trainings than the study would run, or a folder that holds no finished study: refused.
     assert main([*base, "--out", str(tmp_path / "v2"), "--scratch-from", str(out), "--seed", "1"]) == 2
     assert "its seed differs (0 there, 1 here)" in capsys.readouterr().err and not (tmp_path / "v2").exists()
