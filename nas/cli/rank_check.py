@@ -44,8 +44,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--scratch-from",
         metavar="STUDY",
-        help="reuse the from-scratch trainings of this finished study (same networks, recipes, data and "
-        "seed) and score only --supernet: a supernet variant against the same ground truth",
+        help="reuse the from-scratch results of this finished study (same networks, recipes, data and "
+        "seed; read from its plan.json and result.json) and score only --supernet: a supernet variant "
+        "against the same ground truth",
     )
     add_pool_args(p, "study")
     add_recipe_overrides(p)
