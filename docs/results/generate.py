@@ -64,18 +64,23 @@ VARIANT_EVIDENCE = (
 )
 #: Issue 11 on the main space: the supernet (the timing run's 150 steps continued to the end of its 1-epoch
 #: schedule), its searches and comparisons at MES 100 and 200, priced with the table beside the search's files;
-#: and a second supernet, seed 1 (one session from step 0), searched and compared at MES 100.
+#: and a second supernet, seed 1 (one session from step 0), searched and compared at MES 100 and, retrained by
+#: the same command (its checkpoint was not kept), at MES 200.
 MAIN_EVIDENCE_SUPERNET = "supernet-cifar10-v2-main-1ep"
 MAIN_SEED1_SUPERNET = "supernet-cifar10-v2-main-1ep-seed1"
+MAIN_SEED1_RERUN = "supernet-cifar10-v2-main-1ep-seed1-rerun"
 MAIN_EVIDENCE = (
     (MAIN_EVIDENCE_SUPERNET, "search-v2-main-1ep-mes100", "compare-v2-main-1ep-mes100"),
     (MAIN_EVIDENCE_SUPERNET, "search-v2-main-1ep-mes200", "compare-v2-main-1ep-mes200"),
     (MAIN_SEED1_SUPERNET, "search-v2-main-1ep-seed1-mes100", "compare-v2-main-1ep-seed1-mes100"),
+    (MAIN_SEED1_RERUN, "search-v2-main-1ep-seed1-mes200", "compare-v2-main-1ep-seed1-mes200"),
 )
 #: The seed-1 supernet's recorded commit is the one checked out at its first checkpoint (since fixed, 0281f13):
 #: it was launched at 4048852 and 3627cdc, a refactor that changes no computation, was committed meanwhile.
 MAIN_SEED1_LAUNCHED_AT = "4048852"
 MAIN_RANK = "rank-check-v2-main-1ep"
+#: The retrained seed-1 supernet ranking the same 20 networks (their from-scratch trainings reused).
+MAIN_RANK_SEED1 = "rank-check-v2-main-1ep-seed1"
 #: What the wall times of the alpha-divergence supernets include (they were trained beside other jobs).
 SHARED_CORES_NOTE = (
     "The alpha-divergence supernets' wall times include time the 2 cores spent on test runs and "
@@ -513,11 +518,12 @@ def _paired(stats: dict) -> str:
     return "-" if diff["difference"] is None else f"{diff['difference']:+.2f} ({_ci_points_tau(diff['ci'])})"
 
 
-def _variant(folder: Path) -> dict:
-    """A ranking study's supernet: what it is, what its training and the study cost, its tau."""
+def _variant(folder: Path, supernet_folder: str | None = None) -> dict:
+    """A ranking study's supernet (committed as ``supernet-<its run's name>`` unless ``supernet_folder`` names
+    it): what it is, what its training and the study cost, its tau."""
     plan, result = _json(folder / "plan.json"), _json(folder / "result.json")
     config = plan["config"]
-    supernet = HERE / f"supernet-{Path(config['supernet']).name}"
+    supernet = HERE / (supernet_folder or f"supernet-{Path(config['supernet']).name}")
     sconfig = _yaml(supernet / "config.yaml")
     recipe = sconfig["recipe"]
     strained = _json(supernet / "result.json")
@@ -529,7 +535,8 @@ def _variant(folder: Path) -> dict:
     return {
         "folder": folder.name,
         "supernet": supernet.name,
-        "training": f"{recipe['epochs']} epochs, sandwich of largest + smallest + {recipe['sandwich_random']} "
+        "training": f"{recipe['epochs']} epoch{'' if recipe['epochs'] == 1 else 's'}, sandwich of largest + "
+        f"smallest + {recipe['sandwich_random']} "
         f"random{band}, in-place distillation {distill}{projection}, seed {sconfig['seed']}",
         "recipe": recipe,
         "seed": sconfig["seed"],
@@ -901,16 +908,16 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
     commands, rows, tables, bullets, verdicts, dirty, trained = [], [], [], [], [], False, set()
     for supernet_name, search_name, compare_name in MAIN_EVIDENCE:
         folder = HERE / search_name
-        run = supernet_name.removeprefix("supernet-")
+        sconfig = _yaml(folder / "config.yaml")
+        run = Path(sconfig["supernet"]).name
         supernet_seed = _yaml(HERE / supernet_name / "config.yaml")["seed"]
-        if supernet_name not in trained:  # each supernet's training command once, before its first search
-            trained.add(supernet_name)
+        if run not in trained:  # each training command once (a retraining runs the same), before its first search
+            trained.add(run)
             commands += [
                 "nas train-supernet efficientformerv2 --recipe cifar10-cpu --data ../shared/data/cifar10 --epochs 1 \\",
                 f"    --warmup-epochs 0.2 --seed {supernet_seed} --run runs/{run}",
             ]
         seed_label = f" (supernet seed {supernet_seed})" if supernet_seed else ""
-        sconfig = _yaml(folder / "config.yaml")
         plan = _json(HERE / compare_name / "plan.json")["config"]
         _priced_table(folder, {search_name: sconfig, compare_name: plan})
         search, compare = _json(folder / "result.json"), _json(HERE / compare_name / "result.json")
@@ -941,7 +948,7 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         macs = [r["macs"] / 1e6 for r in randoms]
         scratch = [r["top1"] for r in compare["rows"]]
         macs_tau = kendalltau([r["macs"] for r in compare["rows"]], scratch).statistic
-        verdicts.append((f"MES {target:g}", supernet_seed, _clears_noise(s), tau))
+        verdicts.append((f"MES {target:g}", supernet_seed, _clears_noise(s), s))
         bullets.append(
             f"On the main space at MES {target:g}{seed_label}, the searched network ranks {s['searched_rank']} of "
             f"{s['networks']}: "
@@ -973,7 +980,7 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
 
 The tiny space's bands leave a search little room (below). The main `efficientformerv2` space, from
 EfficientFormerV2-S0 to L, has more blocks to remove and wider stages to narrow. Its supernet, searched and
-compared as above at two budgets, and a second supernet (seed 1) searched and compared at the first:
+compared as above at two budgets, and a second supernet (seed 1) searched and compared at both:
 
 ```bash
 {chr(10).join(commands)}
@@ -992,6 +999,7 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
   (runs now record the commit they start at). Its search shared the 2 cores with a latency benchmark and tests
   for about half its run, so its wall time overstates what the search costs (the first supernet's search at the
   same target took {duration(_json(HERE / MAIN_EVIDENCE[0][1] / "result.json")["provenance"]["wall_seconds"])}).
+{_rerun_line()}
 - Latency: {_json(HERE / MAIN_EVIDENCE[0][2] / "result.json")["sources"]["latency"]}. That is the iPhone 12
   table as refitted by issue 12 (not the tiny studies' table of commit `{EVIDENCE_TABLE_COMMIT}`), copied beside
   each search's files (`latency-table.json`); every search and comparison here priced with it.{dirty_note}
@@ -1003,20 +1011,37 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
 {chr(10).join(tables)}
 {rank_section}"""
     # One verdict per target: the supernet seeds that met it ("MES 100 with both supernet seeds").
-    by_target: dict[str, list[tuple[int, bool, float | None]]] = {}
-    for t, seed, beats, tau in verdicts:
-        by_target.setdefault(t, []).append((seed, beats, tau))
+    by_target: dict[str, list[tuple[int, bool, dict]]] = {}
+    for t, seed, beats, summary in verdicts:
+        by_target.setdefault(t, []).append((seed, beats, summary))
 
     def _named(t: str, runs: list) -> str:
         return f"{t} with both supernet seeds" if len(runs) > 1 else t
 
+    def _short_of(t: str, runs: list) -> str:  # how far each search at a missed target fell short
+        def each(value) -> str:
+            return " and ".join(value(s) for _, _, s in runs)
+
+        needed = each(
+            lambda s: format(
+                100
+                * headroom(s["random_top1_std"], s["pooled_seed_std"], s["networks"] - 1)[
+                    "margin_needed_over_random_mean"
+                ],
+                ".1f",
+            )
+        )
+        return (
+            f"{t} with {'either supernet seed' if len(runs) > 1 else 'its one supernet'}: the searched networks rank "
+            f"{each(lambda s: str(s['searched_rank']))} of {runs[0][2]['networks']} and sit "
+            f"{each(lambda s: format(100 * s['margin_over_random_mean'], '+.2f'))} points above the random mean, "
+            f"where {needed} would clear the best random network by the seed noise; they are "
+            f"{each(lambda s: format(100 * s['margin_over_best_random'], '+.2f'))} over the best against a seed "
+            f"std of {each(lambda s: format(100 * s['pooled_seed_std'], '.2f'))}"
+        )
+
     met = [_named(t, runs) for t, runs in by_target.items() if all(b for _, b, _ in runs)]
-    missed = [
-        f"{_named(t, runs)}, where the supernet ranks the band's networks at tau "
-        + " and ".join("-" if tau is None else format(tau, "+.2f") for _, _, tau in runs)
-        for t, runs in by_target.items()
-        if not any(b for _, b, _ in runs)
-    ]
+    missed = [_short_of(t, runs) for t, runs in by_target.items() if not any(b for _, b, _ in runs)]
     split = [
         f"{t}: met with the {' and '.join(f'seed-{seed}' for seed, b, _ in runs if b)} supernet only"
         for t, runs in by_target.items()
@@ -1031,13 +1056,60 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
         closing += ": where a budget leaves room, the greedy slimming can find a network outside the band's spread"
     closing += "".join(f"; {x}" for x in split)
     sup = rank["rankings"]["supernet"]
+    seed_rank = _json(HERE / MAIN_RANK_SEED1 / "result.json")
+    zero_cost, _, seed_rank_met = _ranking_verdict(seed_rank)
+    seed_sup = seed_rank["rankings"]["supernet"]
     closing += (
-        f". Over {rank['n']} networks spread over that space's range the supernet ranks at tau {_tau(sup)}: the "
-        f"ranking target is {'met' if rank_met else 'not met'} there. MES 200 was searched with the first supernet "
-        "only; one search per supernet and budget."
+        f". Over {rank['n']} networks spread over that space's range the supernet ranks at tau {_tau(sup)} (seed 0) "
+        f"and {_tau(seed_sup)} (seed 1): the ranking target is "
+        f"{'met' if rank_met and seed_rank_met else 'met with one seed' if rank_met or seed_rank_met else 'not met'} "
+        f"there (the two intervals overlap {zero_cost}'s; the paired difference from {zero_cost}, "
+        f"{_paired(rank['rankings'][zero_cost])} and {_paired(seed_rank['rankings'][zero_cost])}, is above zero "
+        f"for {sum(r['rankings'][zero_cost]['supernet_minus_tau']['ci'][0] > 0 for r in (rank, seed_rank))} of the "
+        "2 supernets). One search per supernet and budget."
     )
-    ranking_bullet = f"\n- Ranking on the main space ([{MAIN_RANK}/]({MAIN_RANK}/)): {rank_text}"
+    _, seed_rank_text, _ = _ranking_verdict(seed_rank)
+    ranking_bullet = (
+        f"\n- Ranking on the main space ([{MAIN_RANK}/]({MAIN_RANK}/)): {rank_text}"
+        f"\n- Ranking on the main space with supernet seed 1 ([{MAIN_RANK_SEED1}/]({MAIN_RANK_SEED1}/)): "
+        f"{seed_rank_text}"
+    )
     return section, "\n  ".join(bullets), ranking_bullet, closing
+
+
+def _rerun_line() -> str:
+    """The retrained seed-1 supernet: why it exists, which runs used it, and how closely it repeats the first
+    training (its logged loss and accuracies against the original's)."""
+    original, rerun = HERE / MAIN_SEED1_SUPERNET, HERE / MAIN_SEED1_RERUN
+    first = {r["step"]: r["loss"] for r in _lines(original / "metrics.jsonl") if "loss" in r}
+    again = {r["step"]: r["loss"] for r in _lines(rerun / "metrics.jsonl") if "loss" in r}
+    assert first.keys() == again.keys(), "the retraining logged other steps"
+    apart = {k: abs(again[k] / first[k] - 1) for k in first}
+    agree = [k for k in first if apart[k] < 1e-6]
+    close_until = next((k for k in first if apart[k] >= 1e-6), None)
+    a, b = _json(original / "result.json"), _json(rerun / "result.json")
+    # The runs that name the seed-1 run folder, told apart by the checkpoint digest they record.
+    digests = {
+        name: _yaml(HERE / name / "config.yaml")["supernet_digest"]
+        for _, name, _ in MAIN_EVIDENCE
+        if Path(_yaml(HERE / name / "config.yaml")["supernet"]).name == "cifar10-v2-main-1ep-seed1"
+    }
+    digests[MAIN_RANK_SEED1] = _json(HERE / MAIN_RANK_SEED1 / "plan.json")["config"]["supernet_digest"]
+    users = [name for supernet, name, _ in MAIN_EVIDENCE if supernet == MAIN_SEED1_RERUN] + [MAIN_RANK_SEED1]
+    assert len({digests[n] for n in users}) == 1 and digests[users[0]] not in {
+        d for n, d in digests.items() if n not in users
+    }, digests
+    return f"""- Supernet seed 1, retrained: [{rerun.name}/]({rerun.name}/): {supernet_line(rerun)}. Run folders
+  are not committed, and the seed-1 checkpoint was gone when its MES 200 search and its ranking study
+  ({", ".join(f"`{n}`" for n in users)}; they record checkpoint digest `{digests[users[0]]}`, the MES 100 search
+  `{digests[MAIN_EVIDENCE[2][1]]}`) were run, so they ran on a retraining by the same command and seed at a later
+  commit. Its logged loss equals the first training's to 6 digits at {len(agree)} of the {len(first)} logged steps
+  (those before step {close_until}; from there the two part, as the training amplifies floating-point rounding
+  differences), at most {100 * max(apart.values()):.1f}% apart at any logged step; its largest and
+  smallest sub-networks score {100 * b["largest_top1"]:.2f}% and {100 * b["smallest_top1"]:.2f}% (first training:
+  {100 * a["largest_top1"]:.2f}% and {100 * a["smallest_top1"]:.2f}%): the same recipe and seed, not the same
+  weights. It shared the cores with a test run for its first minutes, so its wall time overstates the training's
+  cost."""
 
 
 def _main_rank_section() -> tuple[str, dict, str, bool]:
@@ -1064,8 +1136,65 @@ from-scratch ranking, with 95% bootstrap intervals over the networks. The study:
 The short recipe's ranking was checked against a longer one on the tiny space only.
 
 {chr(10).join(ranking_lines(rank))}
-"""
+
+{_main_rank_seed_section(rank)}"""
     return section, rank, text, met
+
+
+def _main_rank_seed_section(rank: dict) -> str:
+    """The seed-1 supernet ranking the main-space study's networks against the same from-scratch trainings."""
+    from nas.rankcheck import tau_difference
+
+    folder = HERE / MAIN_RANK_SEED1
+    plan = _json(folder / "plan.json")["config"]
+    assert Path(plan["scratch_from"]).name == MAIN_RANK, plan["scratch_from"]
+    _priced_table(HERE / MAIN_EVIDENCE[0][1], {MAIN_RANK_SEED1: plan})
+    zero_cost, _, _ = _ranking_verdict(rank)
+    variants = [_variant(HERE / MAIN_RANK), _variant(folder, MAIN_SEED1_RERUN)]
+    assert [r["digest"] for r in variants[1]["rows"]] == [r["digest"] for r in rank["rows"]]
+    rows = [
+        f"| {v['training']} ([{v['folder']}/]({v['folder']}/)) | {_tau(v['stats'])} | "
+        f"{_paired(v['rankings'][zero_cost])} | {v['stats']['spearman_rho']:+.2f} | {v['gap']:.1f} | "
+        f"{duration(v['train_seconds'])} ([{v['supernet']}/]({v['supernet']}/)) | "
+        f"{duration(v['study_seconds'])}{' (from-scratch trainings reused)' if v['reused'] else ''} |"
+        for v in variants
+    ]
+    truth = [r["scratch_top1"] for r in rank["rows"]]
+    diff = tau_difference(
+        [r["supernet_top1"] for r in variants[1]["rows"]],
+        [r["supernet_top1"] for r in rank["rows"]],
+        truth,
+        seed=plan["seed"],
+    )
+    head = (
+        f"| supernet | Kendall's tau (95% CI) | minus {zero_cost}'s (paired 95% CI) | Spearman's rho | "
+        "largest - smallest (points) | supernet training | study |"
+    )
+    return f"""The retrained seed-1 supernet (above) scores the same {rank["n"]} networks, against the same from-scratch
+trainings (read from the first study's `result.json`):
+
+```bash
+nas rank-check --supernet {plan["supernet"]} -n {plan["n"]} --recipe {plan["recipe_name"]} --device {plan["device"]} \\
+    --workers 2 --scratch-from {plan["scratch_from"]} --out runs/{MAIN_RANK_SEED1} --seed {plan["seed"]}
+```
+
+{head}
+|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+Seed 1 against seed 0 on the same networks: tau {diff["difference"]:+.2f} (paired 95% CI
+{_ci_points_tau(diff["ci"])}). {_tau_words(variants[1]["rankings"], zero_cost)}
+"""
+
+
+def _tau_words(rankings: dict, zero_cost: str) -> str:
+    """One sentence on a ranking study's supernet against its best zero-cost proxy."""
+    paired = rankings[zero_cost]["supernet_minus_tau"]
+    above = paired["ci"] is not None and paired["ci"][0] > 0
+    return (
+        f"Its tau minus {zero_cost}'s, {paired['difference']:+.2f} ({_ci_points_tau(paired['ci'])}), "
+        f"{'is above zero' if above else 'includes zero'}."
+    )
 
 
 def search_evidence_doc() -> str:
