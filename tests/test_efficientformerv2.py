@@ -151,7 +151,13 @@ def test_in_place_slice_gradients_equal_autograds(space_name, static_cache_size)
         for (name, p), q in zip(net.named_parameters(), plain.parameters()):
             assert (p.grad is None) == (q.grad is None), name
             if p.grad is not None:
-                assert torch.equal(p.grad, q.grad), name
+                # Equal up to float rounding: a slice handed on contiguous and one handed on strided take
+                # different matmul kernels for the same gradient, bit for bit equal on some CPUs and a few
+                # ulps apart on others (seen: 3e-9 on a head gradient of 0.02, AMD EPYC, AVX2). A lost,
+                # doubled or stale gradient is off by its own size.
+                torch.testing.assert_close(
+                    p.grad, q.grad, rtol=1e-5, atol=1e-8, msg=lambda m, name=name: f"{name}: {m}"
+                )
         if i == 5:  # the smallest again: its sliced weights' gradients are last step's tensors, overwritten and reused
             reused = [n for n, p in net.named_parameters() if p.grad is not None and p.grad is grads_before[n]]
             assert len(reused) > 10

@@ -354,7 +354,9 @@ def test_gradient_projection_prioritises_the_smaller_subnetworks(tmp_path, cifar
         conflicts.append(project_conflicting_gradients(largest))
     assert conflicts[0] == conflicts[1] and 0 < conflicts[0][0] < conflicts[0][1]
     for (name, p), q in zip(net.named_parameters(), plain.parameters()):
-        assert torch.equal(p.grad, q.grad), name
+        # up to float rounding, as in test_in_place_slice_gradients_equal_autograds: contiguous and strided
+        # slices take different matmul kernels, a few ulps apart on some CPUs
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-8, msg=lambda m, name=name: f"{name}: {m}")
 
     run = tmp_path / "run"
     argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo"]
