@@ -322,16 +322,20 @@ def _recorded_trainings(study: Path, archs: list[ArchConfig], checked: list[int]
     """The from-scratch top-1 of every network (and of the longer recipe's ``checked`` ones) as the
     finished ``study`` recorded them in its result.json, with its description of them: a committed
     study keeps its results but not its training runs, and its numbers are the ground truth reused."""
-    earlier = json.loads((study / "result.json").read_text(encoding="utf-8"))
-    rows = earlier.get("rows", [])
-    if [r.get("digest") for r in rows] != [a.digest for a in archs]:
+    try:
+        earlier = json.loads((study / "result.json").read_text(encoding="utf-8"))
+        rows, source = earlier["rows"], earlier["sources"]["from scratch"]
+        digests = [r["digest"] for r in rows]
+        short = [{"top1": float(r["scratch_top1"])} for r in rows]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise NasError(f"--scratch-from {study}: result.json is not a ranking study's result ({error!r})") from None
+    if digests != [a.digest for a in archs]:
         raise NasError(f"--scratch-from {study}: its result.json does not list the networks of its plan.json")
-    missing = [rows[i]["network"] for i in checked if rows[i].get("full_top1") is None]
+    missing = [f"net-{i:02d}" for i in checked if rows[i].get("full_top1") is None]
     if missing:
         raise NasError(f"--scratch-from {study}: no longer recipe's top-1 recorded for {', '.join(missing)}")
-    short = [{"top1": r["scratch_top1"]} for r in rows]
-    full = [{"top1": rows[i]["full_top1"]} for i in checked]
-    return short, full, f"{earlier['sources']['from scratch']}, recorded by {study}"
+    full = [{"top1": float(rows[i]["full_top1"])} for i in checked]
+    return short, full, f"{source}, recorded by {study}"
 
 
 def _study(

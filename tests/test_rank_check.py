@@ -128,6 +128,10 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
     assert main([*base, "--out", str(tmp_path / "v5"), "--scratch-from", str(committed)]) == 2
     assert "does not list the networks of its plan.json" in capsys.readouterr().err
     assert not (tmp_path / "v5").exists()
+    (committed / "result.json").write_text('{"rows": [')  # cut short
+    assert main([*base, "--out", str(tmp_path / "v6"), "--scratch-from", str(committed)]) == 2
+    assert "result.json is not a ranking study's result" in capsys.readouterr().err
+    assert not (tmp_path / "v6").exists()
     # Other trainings than the study would run, or a folder that holds no finished study: refused.
     assert main([*base, "--out", str(tmp_path / "v2"), "--scratch-from", str(out), "--seed", "1"]) == 2
     assert "its seed differs (0 there, 1 here)" in capsys.readouterr().err and not (tmp_path / "v2").exists()
