@@ -1089,10 +1089,12 @@ def _rerun_line() -> str:
     close_until = next((k for k in first if apart[k] >= 1e-6), None)
     a, b = _json(original / "result.json"), _json(rerun / "result.json")
     # The runs that name the seed-1 run folder, told apart by the checkpoint digest they record.
+    first_search = next(name for supernet, name, _ in MAIN_EVIDENCE if supernet == MAIN_SEED1_SUPERNET)
+    run_folder = Path(_yaml(HERE / first_search / "config.yaml")["supernet"]).name
     digests = {
         name: _yaml(HERE / name / "config.yaml")["supernet_digest"]
         for _, name, _ in MAIN_EVIDENCE
-        if Path(_yaml(HERE / name / "config.yaml")["supernet"]).name == "cifar10-v2-main-1ep-seed1"
+        if Path(_yaml(HERE / name / "config.yaml")["supernet"]).name == run_folder
     }
     digests[MAIN_RANK_SEED1] = _json(HERE / MAIN_RANK_SEED1 / "plan.json")["config"]["supernet_digest"]
     users = [name for supernet, name, _ in MAIN_EVIDENCE if supernet == MAIN_SEED1_RERUN] + [MAIN_RANK_SEED1]
@@ -1102,7 +1104,7 @@ def _rerun_line() -> str:
     return f"""- Supernet seed 1, retrained: [{rerun.name}/]({rerun.name}/): {supernet_line(rerun)}. Run folders
   are not committed, and the seed-1 checkpoint was gone when its MES 200 search and its ranking study
   ({", ".join(f"`{n}`" for n in users)}; they record checkpoint digest `{digests[users[0]]}`, the MES 100 search
-  `{digests[MAIN_EVIDENCE[2][1]]}`) were run, so they ran on a retraining by the same command and seed at a later
+  `{digests[first_search]}`) were run, so they ran on a retraining by the same command and seed at a later
   commit. Its logged loss equals the first training's to 6 digits at {len(agree)} of the {len(first)} logged steps
   (those before step {close_until}; from there the two part, as the training amplifies floating-point rounding
   differences), at most {100 * max(apart.values()):.1f}% apart at any logged step; its largest and
