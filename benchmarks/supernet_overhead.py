@@ -63,17 +63,24 @@ def timed_step(kind: str, net, static, x, arch) -> float:
         net.static_cache_size = cache_size
 
 
+def paired_times(kind: str, net, static, x, arch, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds per step of ``kind`` and of the static network, in adjacent pairs alternating which runs
+    first: a step runs faster or slower after another kind (allocator and cache state), and a pair sees
+    nearly the same machine load where the medians of a drifting run may not."""
+    times, static_times = [], []
+    for i in range(repeats):
+        for k in (kind, "static") if i % 2 else ("static", kind):
+            (times if k == kind else static_times).append(timed_step(k, net, static, x, arch))
+    return times, static_times
+
+
 def fixed_cost(net, static, x, arch, repeats: int) -> list[float]:
     """Seconds a repeated sub-network's step costs over the static network's, per adjacent pair."""
     for _ in range(3):
         for kind in ("supernet", "static"):
             timed_step(kind, net, static, x, arch)
-    extra = []
-    for i in range(repeats):
-        first, second = ("supernet", "static") if i % 2 else ("static", "supernet")
-        a, b = timed_step(first, net, static, x, arch), timed_step(second, net, static, x, arch)
-        extra.append(a - b if first == "supernet" else b - a)
-    return extra
+    times, static_times = paired_times("supernet", net, static, x, arch, repeats)
+    return [a - b for a, b in zip(times, static_times)]
 
 
 def main() -> None:
@@ -112,13 +119,7 @@ def main() -> None:
                     timed_step(kind, net, static, x, arch)
             line = f"{space.name:<18} {name:<22}"
             for kind in ("supernet", "elastic"):
-                # Each kind against the static network in adjacent pairs, alternating which runs first:
-                # a step runs faster or slower after another kind (allocator and cache state), and a
-                # pair sees nearly the same machine load where the medians of a drifting run may not.
-                times, static_times = [], []
-                for i in range(args.repeats):
-                    for k in (kind, "static") if i % 2 else ("static", kind):
-                        (times if k == kind else static_times).append(timed_step(k, net, static, x, arch))
+                times, static_times = paired_times(kind, net, static, x, arch, args.repeats)
                 ratios = [a / b for a, b in zip(times, static_times)]
                 q1, _, q3 = statistics.quantiles(ratios, n=4)
                 median, static_median = statistics.median(times), statistics.median(static_times)
