@@ -24,17 +24,24 @@ batch. That is the part of the overhead that does not grow with the batch, measu
 than the ratio; a ratio above it is per-image cost or noise. ``zero_grad`` is the supernet's own,
 as in training: it keeps the gradients that only in-place slices wrote for the next step
 (``supernets.elastic_ops``).
+
+glibc's malloc is set as the ``nas`` command sets it (``--malloc retain``, :mod:`nas.allocator`: freed
+memory stays in the process); ``--malloc system`` keeps glibc's defaults, under which both models
+page-fault much of every step's memory in again, and a step's time depends on which blocks happen to
+fault. The last line gives the process's peak resident memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 
 import torch
 
 from nas import load_space
+from nas.allocator import MALLOC_CHOICES, retain_freed_memory
 from nas.metrics import count_params
 from supernets import build_supernet, extract
 
@@ -95,13 +102,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fixed-cost-batch", type=int, default=4, help="batch of the fixed-cost pairs (0: skip)")
     parser.add_argument("--fixed-cost-repeats", type=int, default=60)
+    parser.add_argument(
+        "--malloc", choices=MALLOC_CHOICES, default="retain", help="glibc malloc settings (nas.allocator)"
+    )
     args = parser.parse_args()
 
+    malloc = retain_freed_memory(args.malloc)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     print(
         f"# supernet overhead: batch {args.batch_size}, {args.img_size}x{args.img_size}, train mode, "
-        f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}"
+        f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}, "
+        f"malloc {args.malloc} ({', '.join(f'{k}={v}' for k, v in malloc.items()) or 'glibc defaults'})"
     )
     x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
     x_small = torch.randn(args.fixed_cost_batch, 3, args.img_size, args.img_size)
@@ -138,6 +150,8 @@ def main() -> None:
                     f"{args.batch_size}"
                 )
             print(line, flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    print(f"# peak resident memory {peak:.0f} MiB (malloc {args.malloc})")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from nas.allocator import retain_freed_memory
 from nas.cli import (
     build_table,
     check_table,
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        retain_freed_memory()  # before the command's first large tensor (nas.allocator)
         return int(args.handler(args) or 0)
     except NasError as exc:
         sys.stderr.write(f"nas: error: {exc}\n")
