@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -97,12 +98,24 @@ def main() -> None:
         child(args)
         return
 
+    from datetime import datetime, timezone
+
     import torch
 
+    from nas.allocator import RETAIN_SETTINGS
+    from nas.provenance import code_version
+
+    code, started = code_version(), time.perf_counter()
     print(
-        f"# malloc settings: training step (forward, cross-entropy, backward, AdamW), batch {args.batch_size}, "
-        f"{args.img_size}x{args.img_size}, {args.threads} threads, median of {args.repeats} pairs, "
-        f"torch {torch.__version__}"
+        f"# python benchmarks/malloc_settings.py: training step (forward, cross-entropy, backward, AdamW), "
+        f"batch {args.batch_size}, {args.img_size}x{args.img_size}, {args.threads} threads, median of "
+        f"{args.repeats} pairs, torch {torch.__version__}"
+    )
+    print(
+        f"# commit {code['commit'][:12]}{' + uncommitted changes' if code['dirty'] else ''}, "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs; retain = "
+        + ", ".join(f"{name}={value}" for name, (_, value) in RETAIN_SETTINGS.items())
+        + "; system = glibc's defaults"
     )
     for member in args.members:
         children = {choice: start_child(args, member, choice) for choice in CHOICES}
@@ -129,6 +142,7 @@ def main() -> None:
                 f"peak {steps[c][-1]['peak_mib']:.0f} MiB"
             )
         print(f"{line}   ratio retain/system {mid:.3f} (IQR {q1:.3f}-{q3:.3f})", flush=True)
+    print(f"# wall time {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

@@ -5,17 +5,19 @@ unmaps it at ``free`` (above a threshold that it moves with the sizes it sees), 
 its heap back to the OS once more than a threshold is free there. A training step allocates and
 frees the same hundreds of megabytes of activations and gradients every step, so under those
 defaults much of it is unmapped at the end of a step and page-faulted back in, a zeroed page at a
-time, in the next: on 2 CPU cores, EfficientFormer-L1 at batch 64 took 25,000-36,000 page faults per
-step, and which blocks fault changes with the order of allocations, so two networks doing the same
-arithmetic (a sub-network run through the supernet and the same network extracted) differed by
-3-8% per step (issue 16). Taking no block from mmap, never trimming the heap and growing it 64 MiB
-at a time brings that to no faults per step once the heap has grown to the step's peak.
+time, in the next; and which blocks fault changes with the order and sizes of the allocations, so
+two networks doing the same arithmetic (a sub-network run through the supernet, whose weights are
+gathered into fresh tensors every step, and the same network extracted) differ by more than their
+arithmetic (issue 16). Taking no block from mmap, never trimming the heap and growing it 64 MiB at a
+time brings that to no faults per step once the heap has grown to the step's peak
+(``benchmarks/malloc_settings.py`` counts them and times a step under both settings;
+``docs/results/malloc-settings.txt`` is a run of it).
 
 The cost is that the process keeps its peak memory until it exits instead of handing freed pages
-back. :func:`retain_freed_memory` is called by the ``nas`` command line at start and in every Ray
-worker that it starts (``worker_process_setup_hook``); ``NAS_MALLOC=system`` keeps glibc's
-defaults. Elsewhere than glibc (macOS, musl) it does nothing.
-"""
+back. The settings are the process's, so library code never calls :func:`retain_freed_memory`; the
+entry points do: the ``nas`` command line at start, and every Ray worker that it starts
+(``worker_process_setup_hook``). ``NAS_MALLOC=system`` keeps glibc's defaults. Elsewhere than glibc
+(macOS, musl) it does nothing."""
 
 from __future__ import annotations
 
@@ -53,13 +55,16 @@ RETAIN_SETTINGS = {
 }
 
 
+def _checked(choice: str, given: str) -> str:
+    if choice not in MALLOC_CHOICES:
+        raise NasError(f"{given} is not a malloc setting; allowed: {', '.join(MALLOC_CHOICES)}")
+    return choice
+
+
 def malloc_choice(environ=os.environ) -> str:
     """``NAS_MALLOC``'s value (default ``retain``); any other value is a :class:`NasError`."""
-    choice = environ.get(MALLOC_ENV, "retain").strip().lower() or "retain"
-    if choice not in MALLOC_CHOICES:
-        allowed = ", ".join(MALLOC_CHOICES)
-        raise NasError(f"{MALLOC_ENV}={environ[MALLOC_ENV]!r} is not a malloc setting; allowed: {allowed}")
-    return choice
+    raw = environ.get(MALLOC_ENV, "")
+    return _checked(raw.strip().lower() or "retain", f"{MALLOC_ENV}={raw!r}")
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -80,9 +85,7 @@ def retain_freed_memory(choice: str | None = None) -> dict[str, int]:
     """Set glibc's malloc to keep freed memory (see the module's docstring), unless ``choice`` (by
     default ``NAS_MALLOC``) is ``system``. Returns the settings applied, by mallopt parameter name:
     empty where nothing was set (``system``, or not glibc). Safe to call more than once."""
-    choice = malloc_choice() if choice is None else choice
-    if choice not in MALLOC_CHOICES:
-        raise NasError(f"{choice!r} is not a malloc setting; allowed: {', '.join(MALLOC_CHOICES)}")
+    choice = malloc_choice() if choice is None else _checked(choice, repr(choice))
     libc = _glibc() if choice == "retain" else None
     if libc is None:
         return {}
