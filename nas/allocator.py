@@ -4,7 +4,7 @@ PyTorch's CPU tensors come from ``malloc``. glibc serves a large block from a fr
 unmaps it at ``free`` (above a threshold that it moves with the sizes it sees), and gives the top of
 its heap back to the OS once more than a threshold is free there. A training step allocates and
 frees the same hundreds of megabytes of activations and gradients every step, so under those
-defaults much of it is unmapped at the end of a step and page-faulted back in, a zeroed page at a
+defaults part of it is unmapped at the end of a step and page-faulted back in, a zeroed page at a
 time, in the next; and which blocks fault changes with the order and sizes of the allocations, so
 two networks doing the same arithmetic (a sub-network run through the supernet, whose weights are
 gathered into fresh tensors every step, and the same network extracted) differ by more than their
