@@ -10,6 +10,7 @@ import pytest
 
 from nas.allocator import MALLOC_ENV, RETAIN_SETTINGS, _glibc, retain_freed_memory
 from nas.cli.main import main
+from nas.core.errors import NasError
 
 glibc_only = pytest.mark.skipif(_glibc() is None, reason="the settings are glibc's")
 
@@ -51,7 +52,7 @@ def test_unknown_malloc_setting_is_one_line(monkeypatch, capsys):
     assert main(["space", "show", "efficientformerv2-tiny"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "NAS_MALLOC='jemalloc'" in err[0] and "retain, system" in err[0]
-    with pytest.raises(Exception, match="allowed: retain, system"):
+    with pytest.raises(NasError, match="allowed: retain, system"):
         retain_freed_memory("jemalloc")
 
 
