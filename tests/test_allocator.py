@@ -15,21 +15,32 @@ from nas.core.errors import NasError
 glibc_only = pytest.mark.skipif(_glibc() is None, reason="the settings are glibc's")
 
 # Allocates and frees 200 MB as 40 MB tensors (above glibc's largest mmap threshold: under its
-# defaults each is mapped and unmapped) five times, and prints the page faults of the last round:
+# defaults each is mapped and unmapped) five times, and returns the page faults of the last round:
 # the pages a training step faults in again at every step (the heap takes a few rounds to settle).
-REFAULT_SCRIPT = """
-import json, resource, sys, torch
-from nas.allocator import retain_freed_memory
-applied = retain_freed_memory(sys.argv[1])
-def faults_of_a_round():
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    tensors = [torch.ones(10_000_000) for _ in range(5)]
-    del tensors
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-for _ in range(4):
-    faults_of_a_round()
-print(json.dumps({"applied": applied, "faults": faults_of_a_round()}))
+# Source text, so that a subprocess and a Ray worker run the same code.
+LAST_ROUND_FAULTS = """
+def last_round_faults():
+    import resource
+
+    import torch
+
+    def faults_of_a_round():
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        tensors = [torch.ones(10_000_000) for _ in range(5)]
+        del tensors
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    for _ in range(4):
+        faults_of_a_round()
+    return faults_of_a_round()
 """
+REFAULT_SCRIPT = (
+    "import json, sys\n"
+    "from nas.allocator import retain_freed_memory\n"
+    "applied = retain_freed_memory(sys.argv[1])\n"
+    + LAST_ROUND_FAULTS
+    + 'print(json.dumps({"applied": applied, "faults": last_round_faults()}))\n'
+)
 
 
 def refaults(choice: str) -> dict:
@@ -66,24 +77,14 @@ def test_ray_workers_that_nas_starts_use_its_malloc_setting(monkeypatch, choice)
     monkeypatch.setenv(MALLOC_ENV, choice)
 
     # defined here so that Ray ships it by value rather than importing this test module
-    def second_round_faults() -> int:
-        import resource
-
-        import torch
-
-        def faults_of_a_round():
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            tensors = [torch.ones(10_000_000) for _ in range(5)]
-            del tensors
-            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-        for _ in range(4):
-            faults_of_a_round()
-        return faults_of_a_round()
+    def faults_in_worker() -> int:
+        namespace = {}
+        exec(LAST_ROUND_FAULTS, namespace)
+        return namespace["last_round_faults"]()
 
     assert start_ray(None, 1)
     try:
-        faults = ray.get(ray.remote(num_cpus=1)(second_round_faults).remote())
+        faults = ray.get(ray.remote(num_cpus=1)(faults_in_worker).remote())
     finally:
         ray.shutdown()
     assert faults < 500 if choice == "retain" else faults > 5_000, faults
