@@ -410,6 +410,30 @@ def test_train_supernet_from_released_weights_of_its_largest_network(tmp_path, c
     assert not (tmp_path / "bad").exists()
 
 
+def test_train_supernet_again_from_a_trained_supernets_checkpoint(tmp_path, capsys):
+    # A warm restart (issue 11's longer training): a supernet's checkpoint is its largest network's
+    # weights, so --init takes it and a new schedule starts from where the first stopped.
+    from nas.checkpoint import file_digest
+
+    def train(run: Path, *extra: str) -> dict:
+        args = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run)]
+        assert main([*args, *extra, "--img-size", "32", "--max-steps", "1", *QUICK]) == 0
+        capsys.readouterr()
+        return torch.load(run / "checkpoint.pt", weights_only=True)["model"]
+
+    first = train(tmp_path / "first")
+    again = train(tmp_path / "again", "--init", str(tmp_path / "first" / "checkpoint.pt"))
+    fresh = train(tmp_path / "fresh", "--seed", "1")
+    assert (
+        f"init_digest: {file_digest(tmp_path / 'first' / 'checkpoint.pt')}"
+        in (tmp_path / "again" / "config.yaml").read_text()
+    )
+    key = "stages.1.blocks.0.mlp.fc1.conv.weight"
+    # One step from the first supernet's weights: near them, and nearer than an independent start.
+    moved = (again[key] - first[key]).abs().max()
+    assert 0 < moved < 0.05 and moved < (fresh[key] - first[key]).abs().max()
+
+
 def test_released_weights_load_exactly(tmp_path):
     import timm
 
