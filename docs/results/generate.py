@@ -69,11 +69,16 @@ VARIANT_EVIDENCE = (
 MAIN_EVIDENCE_SUPERNET = "supernet-cifar10-v2-main-1ep"
 MAIN_SEED1_SUPERNET = "supernet-cifar10-v2-main-1ep-seed1"
 MAIN_SEED1_RERUN = "supernet-cifar10-v2-main-1ep-seed1-rerun"
+#: Longer training (issue 11 part 3): the retrained seed-1 supernet's weights trained one more 1-epoch cosine
+#: schedule (``--init``, a warm restart), searched and compared at MES 200 and ranking the same 20 networks.
+MAIN_SEED1_PLUS = "supernet-cifar10-v2-main-1ep-seed1-plus1"
+MAIN_RANK_PLUS = "rank-check-v2-main-1ep-seed1-plus1"
 MAIN_EVIDENCE = (
     (MAIN_EVIDENCE_SUPERNET, "search-v2-main-1ep-mes100", "compare-v2-main-1ep-mes100"),
     (MAIN_EVIDENCE_SUPERNET, "search-v2-main-1ep-mes200", "compare-v2-main-1ep-mes200"),
     (MAIN_SEED1_SUPERNET, "search-v2-main-1ep-seed1-mes100", "compare-v2-main-1ep-seed1-mes100"),
     (MAIN_SEED1_RERUN, "search-v2-main-1ep-seed1-mes200", "compare-v2-main-1ep-seed1-mes200"),
+    (MAIN_SEED1_PLUS, "search-v2-main-1ep-seed1-plus1-mes200", "compare-v2-main-1ep-seed1-plus1-mes200"),
 )
 #: The seed-1 supernet's recorded commit is the one checked out at its first checkpoint (since fixed, 0281f13):
 #: it was launched at 4048852 and 3627cdc, a refactor that changes no computation, was committed meanwhile.
@@ -535,7 +540,9 @@ def _variant(folder: Path, supernet_folder: str | None = None) -> dict:
     return {
         "folder": folder.name,
         "supernet": supernet.name,
-        "training": f"{recipe['epochs']} epoch{'' if recipe['epochs'] == 1 else 's'}, sandwich of largest + "
+        "training": f"{recipe['epochs']} {'more ' if sconfig.get('init') else ''}"
+        f"epoch{'' if recipe['epochs'] == 1 else 's'}{' from a trained supernet' if sconfig.get('init') else ''}, "
+        "sandwich of largest + "
         f"smallest + {recipe['sandwich_random']} "
         f"random{band}, in-place distillation {distill}{projection}, seed {sconfig['seed']}",
         "recipe": recipe,
@@ -893,6 +900,28 @@ def _ranking_verdict(rank: dict) -> tuple[str, str, bool]:
     return zero_cost, text, met
 
 
+def _main_supernet(name: str, run: str) -> dict:
+    """A main-space supernet of issue 11 (committed as ``name``, trained in ``runs/RUN``): its seed, whether it
+    continued another's weights (``--init``), the label its comparisons carry, a short name for verdicts and the
+    command that trained it."""
+    config = _yaml(HERE / name / "config.yaml")
+    recipe, seed, init = config["recipe"], config["seed"], config.get("init")
+    more = f"{recipe['epochs']} more epoch{'' if recipe['epochs'] == 1 else 's'}" if init else ""
+    return {
+        "seed": seed,
+        "init": init,
+        "label": f" (supernet seed {seed}{', ' + more if more else ''})" if seed or init else "",
+        "short": f"seed-{seed}" + (f" + {more}" if more else ""),
+        "command": [
+            "nas train-supernet efficientformerv2 --recipe cifar10-cpu --data ../shared/data/cifar10 --epochs "
+            f"{recipe['epochs']} \\",
+            f"    --warmup-epochs {recipe['warmup_epochs']:g} --seed {seed}"
+            + (f" --init {init} \\\n   " if init else "")
+            + f" --run runs/{run}",
+        ],
+    }
+
+
 def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
     """Issue 11's comparisons on the main space: their section of ``search-evidence.md``, their bullets under
     "What it shows" and the closing sentence. Each search and its comparison priced with the table copied
@@ -910,14 +939,11 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         folder = HERE / search_name
         sconfig = _yaml(folder / "config.yaml")
         run = Path(sconfig["supernet"]).name
-        supernet_seed = _yaml(HERE / supernet_name / "config.yaml")["seed"]
+        about = _main_supernet(supernet_name, run)
         if run not in trained:  # each training command once (a retraining runs the same), before its first search
             trained.add(run)
-            commands += [
-                "nas train-supernet efficientformerv2 --recipe cifar10-cpu --data ../shared/data/cifar10 --epochs 1 \\",
-                f"    --warmup-epochs 0.2 --seed {supernet_seed} --run runs/{run}",
-            ]
-        seed_label = f" (supernet seed {supernet_seed})" if supernet_seed else ""
+            commands += about["command"]
+        seed_label = about["label"]
         plan = _json(HERE / compare_name / "plan.json")["config"]
         _priced_table(folder, {search_name: sconfig, compare_name: plan})
         search, compare = _json(folder / "result.json"), _json(HERE / compare_name / "result.json")
@@ -948,7 +974,7 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         macs = [r["macs"] / 1e6 for r in randoms]
         scratch = [r["top1"] for r in compare["rows"]]
         macs_tau = kendalltau([r["macs"] for r in compare["rows"]], scratch).statistic
-        verdicts.append((f"MES {target:g}", supernet_seed, _clears_noise(s), s))
+        verdicts.append((f"MES {target:g}", about["short"], _clears_noise(s), s))
         bullets.append(
             f"On the main space at MES {target:g}{seed_label}, the searched network ranks {s['searched_rank']} of "
             f"{s['networks']}: "
@@ -980,7 +1006,8 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
 
 The tiny space's bands leave a search little room (below). The main `efficientformerv2` space, from
 EfficientFormerV2-S0 to L, has more blocks to remove and wider stages to narrow. Its supernet, searched and
-compared as above at two budgets, and a second supernet (seed 1) searched and compared at both:
+compared as above at two budgets, a second supernet (seed 1) searched and compared at both, and the second
+trained one more epoch from its weights, searched and compared at the tighter budget:
 
 ```bash
 {chr(10).join(commands)}
@@ -1000,6 +1027,7 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
   for about half its run, so its wall time overstates what the search costs (the first supernet's search at the
   same target took {duration(_json(HERE / MAIN_EVIDENCE[0][1] / "result.json")["provenance"]["wall_seconds"])}).
 {_rerun_line()}
+{_plus_line()}
 - Latency: {_json(HERE / MAIN_EVIDENCE[0][2] / "result.json")["sources"]["latency"]}. That is the iPhone 12
   table as refitted by issue 12 (not the tiny studies' table of commit `{EVIDENCE_TABLE_COMMIT}`), copied beside
   each search's files (`latency-table.json`); every search and comparison here priced with it.{dirty_note}
@@ -1016,11 +1044,12 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
         by_target.setdefault(t, []).append((seed, beats, summary))
 
     def _named(t: str, runs: list) -> str:
-        return f"{t} with both supernet seeds" if len(runs) > 1 else t
+        return {1: t, 2: f"{t} with both supernets"}.get(len(runs), f"{t} with all {len(runs)} supernets")
 
-    def _short_of(t: str, runs: list) -> str:  # how far each search at a missed target fell short
+    def _short_of(runs: list) -> str:  # how far each search at a missed target fell short
         def each(value) -> str:
-            return " and ".join(value(s) for _, _, s in runs)
+            values = [value(s) for _, _, s in runs]
+            return ", ".join(values[:-1]) + " and " + values[-1] if len(values) > 1 else values[0]
 
         needed = each(
             lambda s: format(
@@ -1032,7 +1061,7 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
             )
         )
         return (
-            f"{t} with {'either supernet seed' if len(runs) > 1 else 'its one supernet'}: the searched networks rank "
+            "the searched networks rank "
             f"{each(lambda s: str(s['searched_rank']))} of {runs[0][2]['networks']} and sit "
             f"{each(lambda s: format(100 * s['margin_over_random_mean'], '+.2f'))} points above the random mean, "
             f"where {needed} would clear the best random network by the seed noise; they are "
@@ -1041,37 +1070,54 @@ compared as above at two budgets, and a second supernet (seed 1) searched and co
         )
 
     met = [_named(t, runs) for t, runs in by_target.items() if all(b for _, b, _ in runs)]
-    missed = [_short_of(t, runs) for t, runs in by_target.items() if not any(b for _, b, _ in runs)]
+    missed = [
+        f"{t} with {'any of the ' + str(len(runs)) + ' supernets' if len(runs) > 1 else 'its one supernet'}: "
+        + _short_of(runs)
+        for t, runs in by_target.items()
+        if not any(b for _, b, _ in runs)
+    ]
+
+    def _names(runs: list) -> str:
+        return f"the {' and '.join(name for name, _, _ in runs)} supernet{'s' if len(runs) > 1 else ''}"
+
     split = [
-        f"{t}: met with the {' and '.join(f'seed-{seed}' for seed, b, _ in runs if b)} supernet only"
+        f"{t}: met with {_names([r for r in runs if r[1]])} only (not with {_names([r for r in runs if not r[1]])}: "
+        f"{_short_of([r for r in runs if not r[1]])})"
         for t, runs in by_target.items()
         if any(b for _, b, _ in runs) and not all(b for _, b, _ in runs)
     ]
     closing = (
-        f"On the main space ({strained['step']}-step supernets, issue 12's table) the search clears the best random "
+        f"On the main space ({strained['step']}-step supernets, one of them trained {strained['step']} steps more; "
+        "issue 12's table) the search clears the best random "
         f"network by more than the seed noise at {', '.join(met) or 'no target'}"
     )
     if met:
         closing += f" (not at {'; nor at '.join(missed)})" if missed else ""
         closing += ": where a budget leaves room, the greedy slimming can find a network outside the band's spread"
     closing += "".join(f"; {x}" for x in split)
+    closing += ". " + _longer_line()
     sup = rank["rankings"]["supernet"]
     seed_rank = _json(HERE / MAIN_RANK_SEED1 / "result.json")
     zero_cost, seed_rank_text, seed_rank_met = _ranking_verdict(seed_rank)
     seed_sup = seed_rank["rankings"]["supernet"]
+    plus_rank = _json(HERE / MAIN_RANK_PLUS / "result.json")
+    _, plus_rank_text, plus_rank_met = _ranking_verdict(plus_rank)
+    ranks = (rank, seed_rank, plus_rank)
+    met_count = sum((rank_met, seed_rank_met, plus_rank_met))
     closing += (
-        f". Over {rank['n']} networks spread over that space's range the supernet ranks at tau {_tau(sup)} (seed 0) "
-        f"and {_tau(seed_sup)} (seed 1): the ranking target is "
-        f"{'met' if rank_met and seed_rank_met else 'met with one seed' if rank_met or seed_rank_met else 'not met'} "
-        f"there (the paired difference from {zero_cost}, "
-        f"{_paired(rank['rankings'][zero_cost])} and {_paired(seed_rank['rankings'][zero_cost])}, is above zero "
-        f"for {sum(r['rankings'][zero_cost]['supernet_minus_tau']['ci'][0] > 0 for r in (rank, seed_rank))} of the "
-        "2 supernets). One search per supernet and budget."
+        f". Over {rank['n']} networks spread over that space's range the supernet ranks at tau {_tau(sup)} (seed 0), "
+        f"{_tau(seed_sup)} (seed 1) and {_tau(plus_rank['rankings']['supernet'])} (seed 1, one more epoch): the "
+        f"ranking target is {'met by all three' if met_count == 3 else f'met by {met_count} of the 3'} (the paired "
+        f"difference from {zero_cost}, {', '.join(_paired(r['rankings'][zero_cost]) for r in ranks)}, is above "
+        f"zero for {sum(r['rankings'][zero_cost]['supernet_minus_tau']['ci'][0] > 0 for r in ranks)} of the "
+        "3 supernets). One search per supernet and budget."
     )
     ranking_bullet = (
         f"\n- Ranking on the main space ([{MAIN_RANK}/]({MAIN_RANK}/)): {rank_text}"
         f"\n- Ranking on the main space with supernet seed 1 ([{MAIN_RANK_SEED1}/]({MAIN_RANK_SEED1}/)): "
         f"{seed_rank_text}"
+        f"\n- Ranking on the main space with supernet seed 1 trained one more epoch "
+        f"([{MAIN_RANK_PLUS}/]({MAIN_RANK_PLUS}/)): {plus_rank_text}"
     )
     return section, "\n  ".join(bullets), ranking_bullet, closing
 
@@ -1113,6 +1159,52 @@ def _rerun_line() -> str:
   cost."""
 
 
+def _longer_line() -> str:
+    """What one more epoch changed at MES 200: the seed-1 supernet's search before and after, against the
+    same random networks."""
+    ((search, after),) = ((s, c) for n, s, c in MAIN_EVIDENCE if n == MAIN_SEED1_PLUS)
+    target = _yaml(HERE / search / "config.yaml")["target"]
+    (before,) = (
+        c for n, s, c in MAIN_EVIDENCE if n == MAIN_SEED1_RERUN and _yaml(HERE / s / "config.yaml")["target"] == target
+    )
+    a, b = _json(HERE / before / "result.json"), _json(HERE / after / "result.json")
+    same = [r["digest"] for r in a["rows"][1:]] == [r["digest"] for r in b["rows"][1:]]
+    assert same and [r["top1"] for r in a["rows"][1:]] == [r["top1"] for r in b["rows"][1:]], "other random networks"
+    sa, sb = a["summary"], b["summary"]
+    ra, rb = a["rows"][0], b["rows"][0]
+    std = b["rows"][0]["top1_std"]
+    return (
+        f"One more epoch moved the seed-1 supernet's MES {target:g} search from `{ra['digest']}` "
+        f"({ra['macs'] / 1e6:.0f} M MACs) to `{rb['digest']}` ({rb['macs'] / 1e6:.0f} M) against the same "
+        f"{len(b['rows']) - 1} random networks (the same draws, trained again to the same accuracies): "
+        f"{100 * ra['top1']:.2f}% to "
+        f"{100 * rb['top1']:.2f}% from scratch, "
+        f"{'less than' if abs(rb['top1'] - ra['top1']) < std else 'more than'} the searched network's seed std "
+        f"({100 * std:.2f}), and its margin over the best random network from "
+        f"{100 * sa['margin_over_best_random']:+.2f} to {100 * sb['margin_over_best_random']:+.2f} points against a "
+        f"seed std of {100 * sb['pooled_seed_std']:.2f}: the target is met, by "
+        f"{100 * (sb['margin_over_best_random'] - sb['pooled_seed_std']):.2f} points, one search and one longer "
+        "training, not a separation to build on"
+    )
+
+
+def _plus_line() -> str:
+    """The seed-1 supernet trained one more epoch: what it started from and what the extra epoch cost."""
+    plus, rerun = HERE / MAIN_SEED1_PLUS, HERE / MAIN_SEED1_RERUN
+    config, a, b = _yaml(plus / "config.yaml"), _json(rerun / "result.json"), _json(plus / "result.json")
+    started = _json(HERE / MAIN_RANK_SEED1 / "plan.json")["config"]["supernet_digest"]
+    assert config["init_digest"] == started, (config["init_digest"], started)  # the retraining's checkpoint
+    total = a["provenance"]["wall_seconds"] + b["provenance"]["wall_seconds"]
+    return f"""- Supernet seed 1, one more epoch: [{plus.name}/]({plus.name}/): {supernet_line(plus)}. Longer
+  training, the first lever of the issue's part 3: it starts from the retrained seed-1 supernet's weights
+  (`--init`, checkpoint digest `{config["init_digest"]}`) and trains a second {config["recipe"]["epochs"]}-epoch
+  cosine schedule with {config["recipe"]["warmup_epochs"]:g} warm-up epochs (a warm restart), with the same seed and
+  recipe otherwise: {a["step"] + b["step"]} steps in all, {duration(total)} of training. Its largest and
+  smallest sub-networks score {100 * b["largest_top1"]:.2f}% and {100 * b["smallest_top1"]:.2f}% (after the
+  first epoch: {100 * a["largest_top1"]:.2f}% and {100 * a["smallest_top1"]:.2f}%). For about 25 of its minutes
+  it shared the cores with a test run at the lowest priority, so its wall time slightly overstates the epoch's cost."""
+
+
 def _main_rank_section() -> tuple[str, dict, str, bool]:
     """The ranking study on the main space: its subsection, its result, the verdict's sentences and
     whether the target is met."""
@@ -1151,8 +1243,16 @@ def _main_rank_seed_section(rank: dict) -> str:
     assert Path(plan["scratch_from"]).name == MAIN_RANK, plan["scratch_from"]
     _priced_table(HERE / MAIN_EVIDENCE[0][1], {MAIN_RANK_SEED1: plan})
     zero_cost, _, _ = _ranking_verdict(rank)
-    variants = [_variant(HERE / MAIN_RANK), _variant(folder, MAIN_SEED1_RERUN)]
-    assert [r["digest"] for r in variants[1]["rows"]] == [r["digest"] for r in rank["rows"]]
+    plus_plan = _json(HERE / MAIN_RANK_PLUS / "plan.json")["config"]
+    assert Path(plus_plan["scratch_from"]).name == MAIN_RANK, plus_plan["scratch_from"]
+    _priced_table(HERE / MAIN_EVIDENCE[0][1], {MAIN_RANK_PLUS: plus_plan})
+    variants = [
+        _variant(HERE / MAIN_RANK),
+        _variant(folder, MAIN_SEED1_RERUN),
+        _variant(HERE / MAIN_RANK_PLUS, MAIN_SEED1_PLUS),
+    ]
+    for v in variants[1:]:
+        assert [r["digest"] for r in v["rows"]] == [r["digest"] for r in rank["rows"]], v["folder"]
     rows = [
         f"| {v['training']} ([{v['folder']}/]({v['folder']}/)) | {_tau(v['stats'])} | "
         f"{_paired(v['rankings'][zero_cost])} | {v['stats']['spearman_rho']:+.2f} | {v['gap']:.1f} | "
@@ -1161,22 +1261,28 @@ def _main_rank_seed_section(rank: dict) -> str:
         for v in variants
     ]
     truth = [r["scratch_top1"] for r in rank["rows"]]
-    diff = tau_difference(
-        [r["supernet_top1"] for r in variants[1]["rows"]],
-        [r["supernet_top1"] for r in rank["rows"]],
-        truth,
-        seed=plan["seed"],
+    diff, longer = (
+        tau_difference(
+            [r["supernet_top1"] for r in variants[i]["rows"]],
+            [r["supernet_top1"] for r in variants[j]["rows"]],
+            truth,
+            seed=plan["seed"],
+        )
+        for i, j in ((1, 0), (2, 1))
     )
     head = (
         f"| supernet | Kendall's tau (95% CI) | minus {zero_cost}'s (paired 95% CI) | Spearman's rho | "
         "largest - smallest (points) | supernet training | study |"
     )
-    return f"""The retrained seed-1 supernet (above) scores the same {rank["n"]} networks, against the same from-scratch
-trainings (read from the first study's `result.json`):
+    return f"""The retrained seed-1 supernet (above), and the same trained one more epoch, score the same {rank["n"]}
+networks, against the same from-scratch trainings (read from the first study's `result.json`):
 
 ```bash
 nas rank-check --supernet {plan["supernet"]} -n {plan["n"]} --recipe {plan["recipe_name"]} --device {plan["device"]} \\
     --workers 2 --scratch-from {plan["scratch_from"]} --out runs/{MAIN_RANK_SEED1} --seed {plan["seed"]}
+nas rank-check --supernet {plus_plan["supernet"]} -n {plus_plan["n"]} --recipe {plus_plan["recipe_name"]} \\
+    --device {plus_plan["device"]} --workers 2 --scratch-from {plus_plan["scratch_from"]} \\
+    --out runs/{MAIN_RANK_PLUS} --seed {plus_plan["seed"]}
 ```
 
 {head}
@@ -1184,7 +1290,11 @@ nas rank-check --supernet {plan["supernet"]} -n {plan["n"]} --recipe {plan["reci
 {chr(10).join(rows)}
 
 Seed 1 against seed 0 on the same networks: tau {diff["difference"]:+.2f} (paired 95% CI
-{_ci_points_tau(diff["ci"])}). {_tau_words(variants[1]["rankings"], zero_cost)}
+{_ci_points_tau(diff["ci"])}). {_tau_words(variants[1]["rankings"], zero_cost)} One more epoch against seed 1's
+first: tau {longer["difference"]:+.2f} (paired 95% CI {_ci_points_tau(longer["ci"])}); its
+{_tau_words(variants[2]["rankings"], zero_cost).removeprefix("Its ")} The "supernet training" column of
+the last row is the extra epoch's; with the first, the supernet cost
+{duration(variants[1]["train_seconds"] + variants[2]["train_seconds"])}.
 """
 
 
