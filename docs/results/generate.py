@@ -908,8 +908,6 @@ def _main_supernet(name: str, run: str) -> dict:
     recipe, seed, init = config["recipe"], config["seed"], config.get("init")
     more = f"{recipe['epochs']} more epoch{'' if recipe['epochs'] == 1 else 's'}" if init else ""
     return {
-        "seed": seed,
-        "init": init,
         "label": f" (supernet seed {seed}{', ' + more if more else ''})" if seed or init else "",
         "short": f"seed-{seed}" + (f" + {more}" if more else ""),
         "command": [
@@ -1086,8 +1084,9 @@ trained one more epoch from its weights, searched and compared at the tighter bu
         for t, runs in by_target.items()
         if any(b for _, b, _ in runs) and not all(b for _, b, _ in runs)
     ]
+    plus_steps = _json(HERE / MAIN_SEED1_PLUS / "result.json")["step"]
     closing = (
-        f"On the main space ({strained['step']}-step supernets, one of them trained {strained['step']} steps more; "
+        f"On the main space ({strained['step']}-step supernets, one of them trained {plus_steps} steps more; "
         "issue 12's table) the search clears the best random "
         f"network by more than the seed noise at {', '.join(met) or 'no target'}"
     )
