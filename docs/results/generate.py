@@ -73,12 +73,18 @@ MAIN_SEED1_RERUN = "supernet-cifar10-v2-main-1ep-seed1-rerun"
 #: schedule (``--init``, a warm restart), searched and compared at MES 200 and ranking the same 20 networks.
 MAIN_SEED1_PLUS = "supernet-cifar10-v2-main-1ep-seed1-plus1"
 MAIN_RANK_PLUS = "rank-check-v2-main-1ep-seed1-plus1"
+#: The same for seed 0, whose first supernet's checkpoint was gone: a retraining by its command in one session,
+#: trained one more epoch the same way.
+MAIN_SEED0_RERUN = "supernet-cifar10-v2-main-1ep-rerun"
+MAIN_SEED0_PLUS = "supernet-cifar10-v2-main-1ep-plus1"
+MAIN_RANK_SEED0_PLUS = "rank-check-v2-main-1ep-plus1"
 MAIN_EVIDENCE = (
     (MAIN_EVIDENCE_SUPERNET, "search-v2-main-1ep-mes100", "compare-v2-main-1ep-mes100"),
     (MAIN_EVIDENCE_SUPERNET, "search-v2-main-1ep-mes200", "compare-v2-main-1ep-mes200"),
     (MAIN_SEED1_SUPERNET, "search-v2-main-1ep-seed1-mes100", "compare-v2-main-1ep-seed1-mes100"),
     (MAIN_SEED1_RERUN, "search-v2-main-1ep-seed1-mes200", "compare-v2-main-1ep-seed1-mes200"),
     (MAIN_SEED1_PLUS, "search-v2-main-1ep-seed1-plus1-mes200", "compare-v2-main-1ep-seed1-plus1-mes200"),
+    (MAIN_SEED0_PLUS, "search-v2-main-1ep-plus1-mes200", "compare-v2-main-1ep-plus1-mes200"),
 )
 #: The seed-1 supernet's recorded commit is the one checked out at its first checkpoint (since fixed, 0281f13):
 #: it was launched at 4048852 and 3627cdc, a refactor that changes no computation, was committed meanwhile.
@@ -86,6 +92,12 @@ MAIN_SEED1_LAUNCHED_AT = "4048852"
 MAIN_RANK = "rank-check-v2-main-1ep"
 #: The retrained seed-1 supernet ranking the same 20 networks (their from-scratch trainings reused).
 MAIN_RANK_SEED1 = "rank-check-v2-main-1ep-seed1"
+#: Each longer-trained supernet: the retraining whose weights it continued, the supernets whose searches at its
+#: targets it is set against (the first epoch's), and its ranking study with the one it is paired against.
+MAIN_LONGER = (
+    (MAIN_SEED1_PLUS, MAIN_SEED1_RERUN, (MAIN_SEED1_SUPERNET, MAIN_SEED1_RERUN), MAIN_RANK_PLUS, MAIN_RANK_SEED1),
+    (MAIN_SEED0_PLUS, MAIN_SEED0_RERUN, (MAIN_EVIDENCE_SUPERNET,), MAIN_RANK_SEED0_PLUS, MAIN_RANK),
+)
 #: What the wall times of the alpha-divergence supernets include (they were trained beside other jobs).
 SHARED_CORES_NOTE = (
     "The alpha-divergence supernets' wall times include time the 2 cores spent on test runs and "
@@ -940,6 +952,12 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
         about = _main_supernet(supernet_name, run)
         if run not in trained:  # each training command once (a retraining runs the same), before its first search
             trained.add(run)
+            init = _yaml(HERE / supernet_name / "config.yaml").get("init")
+            base_run = Path(init).parent.name if init else None
+            if base_run is not None and base_run not in trained:  # the retraining it continued, trained for it
+                trained.add(base_run)
+                base = next(b for longer, b, *_ in MAIN_LONGER if longer == supernet_name)
+                commands += _main_supernet(base, base_run)["command"]
             commands += about["command"]
         seed_label = about["label"]
         plan = _json(HERE / compare_name / "plan.json")["config"]
@@ -1004,8 +1022,8 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
 
 The tiny space's bands leave a search little room (below). The main `efficientformerv2` space, from
 EfficientFormerV2-S0 to L, has more blocks to remove and wider stages to narrow. Its supernet, searched and
-compared as above at two budgets, a second supernet (seed 1) searched and compared at both, and the second
-trained one more epoch from its weights, searched and compared at the tighter budget:
+compared as above at two budgets, a second supernet (seed 1) searched and compared at both, and each of the two,
+retrained by its command, trained one more epoch from those weights and searched and compared at MES 200:
 
 ```bash
 {chr(10).join(commands)}
@@ -1025,7 +1043,9 @@ trained one more epoch from its weights, searched and compared at the tighter bu
   for about half its run, so its wall time overstates what the search costs (the first supernet's search at the
   same target took {duration(_json(HERE / MAIN_EVIDENCE[0][1] / "result.json")["provenance"]["wall_seconds"])}).
 {_rerun_line()}
-{_plus_line()}
+{_plus_line(MAIN_SEED1_PLUS)}
+{_seed0_rerun_line()}
+{_plus_line(MAIN_SEED0_PLUS)}
 - Latency: {_json(HERE / MAIN_EVIDENCE[0][2] / "result.json")["sources"]["latency"]}. That is the iPhone 12
   table as refitted by issue 12 (not the tiny studies' table of commit `{EVIDENCE_TABLE_COMMIT}`), copied beside
   each search's files (`latency-table.json`); every search and comparison here priced with it.{dirty_note}
@@ -1076,7 +1096,9 @@ trained one more epoch from its weights, searched and compared at the tighter bu
     ]
 
     def _names(runs: list) -> str:
-        return f"the {' and '.join(name for name, _, _ in runs)} supernet{'s' if len(runs) > 1 else ''}"
+        names = [name for name, _, _ in runs]
+        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        return f"the {listed} supernet{'s' if len(names) > 1 else ''}"
 
     split = [
         f"{t}: met with {_names([r for r in runs if r[1]])} only (not with {_names([r for r in runs if not r[1]])}: "
@@ -1084,9 +1106,10 @@ trained one more epoch from its weights, searched and compared at the tighter bu
         for t, runs in by_target.items()
         if any(b for _, b, _ in runs) and not all(b for _, b, _ in runs)
     ]
-    plus_steps = _json(HERE / MAIN_SEED1_PLUS / "result.json")["step"]
+    plus_steps = sorted({_json(HERE / longer / "result.json")["step"] for longer, *_ in MAIN_LONGER})
     closing = (
-        f"On the main space ({strained['step']}-step supernets, one of them trained {plus_steps} steps more; "
+        f"On the main space ({strained['step']}-step supernets, {_count_words(len(MAIN_LONGER))} of them trained "
+        f"{' or '.join(map(str, plus_steps))} steps more; "
         "issue 12's table) the search clears the best random "
         f"network by more than the seed noise at {', '.join(met) or 'no target'}"
     )
@@ -1095,29 +1118,34 @@ trained one more epoch from its weights, searched and compared at the tighter bu
         closing += ": where a budget leaves room, the greedy slimming can find a network outside the band's spread"
     closing += "".join(f"; {x}" for x in split)
     closing += ". " + _longer_line()[:-1]
-    sup = rank["rankings"]["supernet"]
-    seed_rank = _json(HERE / MAIN_RANK_SEED1 / "result.json")
-    zero_cost, seed_rank_text, seed_rank_met = _ranking_verdict(seed_rank)
-    seed_sup = seed_rank["rankings"]["supernet"]
-    plus_rank = _json(HERE / MAIN_RANK_PLUS / "result.json")
-    _, plus_rank_text, plus_rank_met = _ranking_verdict(plus_rank)
-    ranks = (rank, seed_rank, plus_rank)
-    met_count = sum((rank_met, seed_rank_met, plus_rank_met))
-    ranking_met = {3: "met by all three", 0: "met by none of the 3"}.get(met_count, f"met by {met_count} of the 3")
+    # Every ranking study of the main space's 20 networks: the first supernet's, then the others' on the same networks.
+    studies = [(MAIN_RANK, "seed 0", "", rank, rank_text, rank_met)]
+    for folder, label, words in (
+        (MAIN_RANK_SEED1, "seed 1", "supernet seed 1"),
+        *(
+            (r, f"seed {_main_seed(p)}, one more epoch", f"supernet seed {_main_seed(p)} trained one more epoch")
+            for p, _, _, r, _ in MAIN_LONGER
+        ),
+    ):
+        result = _json(HERE / folder / "result.json")
+        zero_cost, text, met_here = _ranking_verdict(result)
+        studies.append((folder, label, f" with {words}", result, text, met_here))
+    met_count, n_studies = sum(m for *_, m in studies), len(studies)
+    ranking_met = {n_studies: f"met by all {n_studies}", 0: f"met by none of the {n_studies}"}.get(
+        met_count, f"met by {met_count} of the {n_studies}"
+    )
+    taus = [f"{_tau(r['rankings']['supernet'])} ({label})" for _, label, _, r, _, _ in studies]
+    ranks = [r for _, _, _, r, _, _ in studies]
     closing += (
-        f". Over {rank['n']} networks spread over that space's range the supernet ranks at tau {_tau(sup)} (seed 0), "
-        f"{_tau(seed_sup)} (seed 1) and {_tau(plus_rank['rankings']['supernet'])} (seed 1, one more epoch): the "
-        f"ranking target is {ranking_met} (the paired "
+        f". Over {rank['n']} networks spread over that space's range the supernet ranks at tau "
+        f"{', '.join(taus[:-1])} and {taus[-1]}: the ranking target is {ranking_met} (the paired "
         f"difference from {zero_cost}, {', '.join(_paired(r['rankings'][zero_cost]) for r in ranks)}, is above "
         f"zero for {sum(r['rankings'][zero_cost]['supernet_minus_tau']['ci'][0] > 0 for r in ranks)} of the "
-        "3 supernets). One search per supernet and budget."
+        f"{n_studies} supernets). One search per supernet and budget."
     )
-    ranking_bullet = (
-        f"\n- Ranking on the main space ([{MAIN_RANK}/]({MAIN_RANK}/)): {rank_text}"
-        f"\n- Ranking on the main space with supernet seed 1 ([{MAIN_RANK_SEED1}/]({MAIN_RANK_SEED1}/)): "
-        f"{seed_rank_text}"
-        f"\n- Ranking on the main space with supernet seed 1 trained one more epoch "
-        f"([{MAIN_RANK_PLUS}/]({MAIN_RANK_PLUS}/)): {plus_rank_text}"
+    ranking_bullet = "".join(
+        f"\n- Ranking on the main space{words} ([{folder}/]({folder}/)): {text}"
+        for folder, _, words, _, text, _ in studies
     )
     return section, "\n  ".join(bullets), ranking_bullet, closing
 
@@ -1160,20 +1188,27 @@ def _rerun_line() -> str:
 
 
 def _longer_line() -> str:
-    """What one more epoch changed: per budget, the seed-1 supernet's search before and after, against the same
-    random networks where the two comparisons drew the same ones."""
-    sentences = []
+    """What one more epoch changed: per longer-trained supernet and budget, the search on its first epoch's
+    supernet and on it, against the same random networks where the two comparisons drew the same ones."""
+    sentences, moved = [], []
     for supernet, search, after in MAIN_EVIDENCE:
-        if supernet != MAIN_SEED1_PLUS:
+        firsts = next((f for longer, _, f, *_ in MAIN_LONGER if longer == supernet), None)
+        if firsts is None:
             continue
         target = _yaml(HERE / search / "config.yaml")["target"]
         (before,) = (
-            c
-            for n, s, c in MAIN_EVIDENCE
-            if n in (MAIN_SEED1_SUPERNET, MAIN_SEED1_RERUN) and _yaml(HERE / s / "config.yaml")["target"] == target
+            c for n, s, c in MAIN_EVIDENCE if n in firsts and _yaml(HERE / s / "config.yaml")["target"] == target
         )
         a, b = _json(HERE / before / "result.json"), _json(HERE / after / "result.json")
         same = [r["digest"] for r in a["rows"][1:]] == [r["digest"] for r in b["rows"][1:]]
+        # Comparisons near the same MES can draw the same random networks (a seeded draw, filtered by the band).
+        shared = [
+            f"`{c}`"
+            for _, _, c in MAIN_EVIDENCE
+            if c not in (before, after)
+            and [r["digest"] for r in _json(HERE / c / "result.json")["rows"][1:]]
+            == [r["digest"] for r in b["rows"][1:]]
+        ]
         if same:  # the same draws, trained by the same recipe and seeds: the same accuracies
             assert [r["top1"] for r in a["rows"][1:]] == [r["top1"] for r in b["rows"][1:]], after
         sa, sb = a["summary"], b["summary"]
@@ -1186,12 +1221,14 @@ def _longer_line() -> str:
             else ""
         )
         sentences.append(
-            f"One more epoch moved the seed-1 supernet's MES {target:g} search from `{ra['digest']}` "
+            f"One more epoch moved the seed-{_main_seed(supernet)} supernet's MES {target:g} search from "
+            f"`{ra['digest']}` "
             f"({ra['macs'] / 1e6:.0f} M MACs) to `{rb['digest']}` ({rb['macs'] / 1e6:.0f} M), against "
             + (
                 f"the same {len(b['rows']) - 1} random networks (the same draws, trained again to the same accuracies)"
                 if same
                 else f"{len(b['rows']) - 1} random networks of its own budget band"
+                + (f" (the same draws as {' and '.join(shared)})" if shared else "")
             )
             + f": {100 * ra['top1']:.2f}% to {100 * rb['top1']:.2f}% from scratch, "
             f"{'less' if abs(rb['top1'] - ra['top1']) < rb['top1_std'] else 'more'} than the searched network's seed "
@@ -1199,24 +1236,80 @@ def _longer_line() -> str:
             f"{100 * sa['margin_over_best_random']:+.2f} to {100 * sb['margin_over_best_random']:+.2f} points against "
             f"a seed std of {100 * sb['pooled_seed_std']:.2f}: the target is {verdict}{hair}."
         )
+        moved.append((sb["margin_over_best_random"] - sa["margin_over_best_random"], sb, target))
+    if len(moved) > 1:
+        met = sum(_clears_noise(sb) for _, sb, _ in moved)
+        small = all(abs(d) < sb["pooled_seed_std"] for d, sb, _ in moved)
+        sentences.append(
+            f"Over the {len(moved)} supernets, one more epoch moved the margin over the best random network by "
+            f"{' and '.join(format(100 * d, '+.2f') for d, _, _ in moved)} points, against seed stds of "
+            f"{' and '.join(format(100 * sb['pooled_seed_std'], '.2f') for _, sb, _ in moved)}, and the target is "
+            f"met with {met} of {len(moved)}"
+            + (
+                ": an effect smaller than the seed noise, and the one clearing a favourable draw rather than what "
+                "the longer recipe buys."
+                if small and met == 1
+                else (": each move smaller than the seed noise." if small else ".")
+            )
+        )
     return " ".join(sentences)
 
 
-def _plus_line() -> str:
-    """The seed-1 supernet trained one more epoch: what it started from and what the extra epoch cost."""
-    plus, rerun = HERE / MAIN_SEED1_PLUS, HERE / MAIN_SEED1_RERUN
-    config, a, b = _yaml(plus / "config.yaml"), _json(rerun / "result.json"), _json(plus / "result.json")
-    started = _json(HERE / MAIN_RANK_SEED1 / "plan.json")["config"]["supernet_digest"]
-    assert config["init_digest"] == started, (config["init_digest"], started)  # the retraining's checkpoint
+def _main_seed(name: str) -> int:
+    """The seed a committed main-space supernet was trained with."""
+    return _yaml(HERE / name / "config.yaml")["seed"]
+
+
+def _count_words(n: int) -> str:
+    return {1: "one", 2: "two", 3: "three", 4: "four"}.get(n, str(n))
+
+
+def _plus_line(name: str) -> str:
+    """A supernet trained one more epoch: what it started from and what the extra epoch cost."""
+    base_name = next(b for longer, b, *_ in MAIN_LONGER if longer == name)
+    plus, base = HERE / name, HERE / base_name
+    config, a, b = _yaml(plus / "config.yaml"), _json(base / "result.json"), _json(plus / "result.json")
+    if base_name == MAIN_SEED1_RERUN:  # the retraining's checkpoint, as its ranking study recorded it
+        started = _json(HERE / MAIN_RANK_SEED1 / "plan.json")["config"]["supernet_digest"]
+        assert config["init_digest"] == started, (config["init_digest"], started)
     total = a["provenance"]["wall_seconds"] + b["provenance"]["wall_seconds"]
-    return f"""- Supernet seed 1, one more epoch: [{plus.name}/]({plus.name}/): {supernet_line(plus)}. Longer
-  training, the first lever of the issue's part 3: it starts from the retrained seed-1 supernet's weights
+    seed = config["seed"]
+    shared = ""
+    if name == MAIN_SEED1_PLUS:  # trained beside a test run; seed 0's extra epoch ran alone, same training code
+        alone = _json(HERE / MAIN_SEED0_PLUS / "result.json")["provenance"]["wall_seconds"]
+        shared = (
+            " For about 25 of its minutes it shared the cores with a test run at the lowest priority, so its wall\n"
+            "  time overstates the epoch's cost: seed 0's extra epoch, alone on the cores and with the same training\n"
+            f"  code, took {duration(alone)}."
+        )
+    return f"""- Supernet seed {seed}, one more epoch: [{plus.name}/]({plus.name}/): {supernet_line(plus)}. Longer
+  training, the first lever of the issue's part 3: it starts from the retrained seed-{seed} supernet's weights
   (`--init`, checkpoint digest `{config["init_digest"]}`) and trains a second {config["recipe"]["epochs"]}-epoch
   cosine schedule with {config["recipe"]["warmup_epochs"]:g} warm-up epochs (a warm restart), with the same seed and
   recipe otherwise: {a["step"] + b["step"]} steps in all, {duration(total)} of training. Its largest and
   smallest sub-networks score {100 * b["largest_top1"]:.2f}% and {100 * b["smallest_top1"]:.2f}% (after the
-  first epoch: {100 * a["largest_top1"]:.2f}% and {100 * a["smallest_top1"]:.2f}%). For about 25 of its minutes
-  it shared the cores with a test run at the lowest priority, so its wall time slightly overstates the epoch's cost."""
+  first epoch: {100 * a["largest_top1"]:.2f}% and {100 * a["smallest_top1"]:.2f}%).{shared}"""
+
+
+def _seed0_rerun_line() -> str:
+    """The retrained seed-0 supernet: why it exists and how closely it repeats the first training."""
+    original, rerun = HERE / MAIN_EVIDENCE_SUPERNET, HERE / MAIN_SEED0_RERUN
+    first = {r["step"]: r["loss"] for r in _lines(original / "metrics.jsonl") if "loss" in r}
+    again = {r["step"]: r["loss"] for r in _lines(rerun / "metrics.jsonl") if "loss" in r}
+    common = sorted(first.keys() & again.keys())
+    apart = {k: abs(again[k] / first[k] - 1) for k in common}
+    agree = [k for k in common if apart[k] < 1e-6]
+    a, b = _json(original / "result.json"), _json(rerun / "result.json")
+    timing_steps = _json(HERE / SUPERNET_MAIN / "result.json")["step"]
+    return f"""- Supernet seed 0, retrained: [{rerun.name}/]({rerun.name}/): {supernet_line(rerun)}. The first
+  seed-0 supernet's checkpoint was gone when its longer training was run, so the same command and seed trained it
+  again from step 0, in one session (the first ran in two, its first {timing_steps}
+  steps as the timing run), and that retraining was trained one more epoch. Its logged loss equals the first
+  training's to 6 digits at {len(agree)} of the {len(common)} steps both logged, at most
+  {100 * max(apart.values()):.1f}% apart; its largest and smallest sub-networks score {100 * b["largest_top1"]:.2f}%
+  and {100 * b["smallest_top1"]:.2f}% (first training: {100 * a["largest_top1"]:.2f}% and
+  {100 * a["smallest_top1"]:.2f}%): the same recipe and seed, not the same weights. No search or comparison ran on
+  it at one epoch."""
 
 
 def _main_rank_section() -> tuple[str, dict, str, bool]:
@@ -1249,54 +1342,73 @@ The short recipe's ranking was checked against a longer one on the tiny space on
 
 
 def _main_rank_seed_section(rank: dict) -> str:
-    """The seed-1 supernet ranking the main-space study's networks against the same from-scratch trainings."""
+    """The other main-space supernets ranking the first study's networks against the same from-scratch trainings:
+    seed 1 (retrained), and each longer-trained supernet, paired against the supernet of its first epoch."""
     from nas.rankcheck import tau_difference
 
-    folder = HERE / MAIN_RANK_SEED1
-    plan = _json(folder / "plan.json")["config"]
-    assert Path(plan["scratch_from"]).name == MAIN_RANK, plan["scratch_from"]
-    _priced_table(HERE / MAIN_EVIDENCE[0][1], {MAIN_RANK_SEED1: plan})
     zero_cost, _, _ = _ranking_verdict(rank)
-    plus_plan = _json(HERE / MAIN_RANK_PLUS / "plan.json")["config"]
-    assert Path(plus_plan["scratch_from"]).name == MAIN_RANK, plus_plan["scratch_from"]
-    _priced_table(HERE / MAIN_EVIDENCE[0][1], {MAIN_RANK_PLUS: plus_plan})
-    variants = [
-        _variant(HERE / MAIN_RANK),
-        _variant(folder, MAIN_SEED1_RERUN),
-        _variant(HERE / MAIN_RANK_PLUS, MAIN_SEED1_PLUS),
-    ]
-    for v in variants[1:]:
-        assert [r["digest"] for r in v["rows"]] == [r["digest"] for r in rank["rows"]], v["folder"]
+    studies = [(MAIN_RANK_SEED1, MAIN_SEED1_RERUN, MAIN_RANK)] + [(r, p, paired) for p, _, _, r, paired in MAIN_LONGER]
+    plans = {}
+    for folder, _, _ in studies:
+        plan = plans[folder] = _json(HERE / folder / "plan.json")["config"]
+        assert Path(plan["scratch_from"]).name == MAIN_RANK, plan["scratch_from"]
+        _priced_table(HERE / MAIN_EVIDENCE[0][1], {folder: plan})
+    variants = {MAIN_RANK: _variant(HERE / MAIN_RANK)}
+    for folder, supernet, _ in studies:
+        variants[folder] = _variant(HERE / folder, supernet)
+        assert [r["digest"] for r in variants[folder]["rows"]] == [r["digest"] for r in rank["rows"]], folder
     rows = [
         f"| {v['training']} ([{v['folder']}/]({v['folder']}/)) | {_tau(v['stats'])} | "
         f"{_paired(v['rankings'][zero_cost])} | {v['stats']['spearman_rho']:+.2f} | {v['gap']:.1f} | "
         f"{duration(v['train_seconds'])} ([{v['supernet']}/]({v['supernet']}/)) | "
         f"{duration(v['study_seconds'])}{' (from-scratch trainings reused)' if v['reused'] else ''} |"
-        for v in variants
+        for v in variants.values()
     ]
     truth = [r["scratch_top1"] for r in rank["rows"]]
-    diff, longer = (
-        tau_difference(
-            [r["supernet_top1"] for r in variants[i]["rows"]],
-            [r["supernet_top1"] for r in variants[j]["rows"]],
+    seed = plans[MAIN_RANK_SEED1]["seed"]
+
+    def difference(folder: str, against: str) -> dict:
+        return tau_difference(
+            [r["supernet_top1"] for r in variants[folder]["rows"]],
+            [r["supernet_top1"] for r in variants[against]["rows"]],
             truth,
-            seed=plan["seed"],
+            seed=seed,
         )
-        for i, j in ((1, 0), (2, 1))
+
+    diff = difference(MAIN_RANK_SEED1, MAIN_RANK)
+    longer_words = []
+    for longer, _, _, folder, against in MAIN_LONGER:
+        d = difference(folder, against)
+        versus = _tau_words(variants[folder]["rankings"], zero_cost).removeprefix("Its ")
+        first = (
+            "its first epoch (the retraining it continued)"
+            if against == MAIN_RANK_SEED1
+            else f"seed {_main_seed(longer)}'s first supernet (not the retraining it continued, which ranked nothing)"
+        )
+        longer_words.append(
+            f"Seed {_main_seed(longer)} trained one more epoch, against {first}: tau {d['difference']:+.2f} "
+            f"(paired 95% CI {_ci_points_tau(d['ci'])}); its {versus}"
+        )
+    commands = "\n".join(
+        f"""nas rank-check --supernet {plans[f]["supernet"]} -n {plans[f]["n"]} --recipe {plans[f]["recipe_name"]} \\
+    --device {plans[f]["device"]} --workers 2 --scratch-from {plans[f]["scratch_from"]} \\
+    --out runs/{f} --seed {plans[f]["seed"]}"""
+        for f, _, _ in studies
+    )
+    costs = " and ".join(
+        duration(_json(HERE / base / "result.json")["provenance"]["wall_seconds"] + variants[f]["train_seconds"])
+        + f" (seed {_main_seed(longer)})"
+        for longer, base, _, f, _ in MAIN_LONGER
     )
     head = (
         f"| supernet | Kendall's tau (95% CI) | minus {zero_cost}'s (paired 95% CI) | Spearman's rho | "
         "largest - smallest (points) | supernet training | study |"
     )
-    return f"""The retrained seed-1 supernet (above), and the same trained one more epoch, score the same {rank["n"]}
-networks, against the same from-scratch trainings (read from the first study's `result.json`):
+    return f"""The retrained seed-1 supernet (above), and each of the two supernets trained one more epoch, score the
+same {rank["n"]} networks, against the same from-scratch trainings (read from the first study's `result.json`):
 
 ```bash
-nas rank-check --supernet {plan["supernet"]} -n {plan["n"]} --recipe {plan["recipe_name"]} --device {plan["device"]} \\
-    --workers 2 --scratch-from {plan["scratch_from"]} --out runs/{MAIN_RANK_SEED1} --seed {plan["seed"]}
-nas rank-check --supernet {plus_plan["supernet"]} -n {plus_plan["n"]} --recipe {plus_plan["recipe_name"]} \\
-    --device {plus_plan["device"]} --workers 2 --scratch-from {plus_plan["scratch_from"]} \\
-    --out runs/{MAIN_RANK_PLUS} --seed {plus_plan["seed"]}
+{commands}
 ```
 
 {head}
@@ -1304,11 +1416,9 @@ nas rank-check --supernet {plus_plan["supernet"]} -n {plus_plan["n"]} --recipe {
 {chr(10).join(rows)}
 
 Seed 1 against seed 0 on the same networks: tau {diff["difference"]:+.2f} (paired 95% CI
-{_ci_points_tau(diff["ci"])}). {_tau_words(variants[1]["rankings"], zero_cost)} One more epoch against seed 1's
-first: tau {longer["difference"]:+.2f} (paired 95% CI {_ci_points_tau(longer["ci"])}); its
-{_tau_words(variants[2]["rankings"], zero_cost).removeprefix("Its ")} The "supernet training" column of
-the last row is the extra epoch's; with the first, the supernet cost
-{duration(variants[1]["train_seconds"] + variants[2]["train_seconds"])}.
+{_ci_points_tau(diff["ci"])}). {_tau_words(variants[MAIN_RANK_SEED1]["rankings"], zero_cost)} {" ".join(longer_words)}
+The "supernet training" column of a longer-trained row is the extra epoch's; with the first (its retraining's),
+the supernets cost {costs}.
 """
 
 
