@@ -1154,12 +1154,10 @@ def _rerun_line() -> str:
     """The retrained seed-1 supernet: why it exists, which runs used it, and how closely it repeats the first
     training (its logged loss and accuracies against the original's)."""
     original, rerun = HERE / MAIN_SEED1_SUPERNET, HERE / MAIN_SEED1_RERUN
-    first = {r["step"]: r["loss"] for r in _lines(original / "metrics.jsonl") if "loss" in r}
-    again = {r["step"]: r["loss"] for r in _lines(rerun / "metrics.jsonl") if "loss" in r}
-    assert first.keys() == again.keys(), "the retraining logged other steps"
-    apart = {k: abs(again[k] / first[k] - 1) for k in first}
-    agree = [k for k in first if apart[k] < 1e-6]
-    close_until = next((k for k in first if apart[k] >= 1e-6), None)
+    apart = _loss_apart(original, rerun)
+    assert apart.keys() == _logged_losses(original).keys() == _logged_losses(rerun).keys(), "other steps logged"
+    agree = [k for k in apart if apart[k] < 1e-6]
+    close_until = next((k for k in apart if apart[k] >= 1e-6), None)
     a, b = _json(original / "result.json"), _json(rerun / "result.json")
     # The runs that name the seed-1 run folder, told apart by the checkpoint digest they record.
     first_search = next(name for supernet, name, _ in MAIN_EVIDENCE if supernet == MAIN_SEED1_SUPERNET)
@@ -1178,7 +1176,7 @@ def _rerun_line() -> str:
   are not committed, and the seed-1 checkpoint was gone when its MES 200 search and its ranking study
   ({", ".join(f"`{n}`" for n in users)}; they record checkpoint digest `{digests[users[0]]}`, the MES 100 search
   `{digests[first_search]}`) were run, so they ran on a retraining by the same command and seed at a later
-  commit. Its logged loss equals the first training's to 6 digits at {len(agree)} of the {len(first)} logged steps
+  commit. Its logged loss equals the first training's to 6 digits at {len(agree)} of the {len(apart)} logged steps
   (those before step {close_until}; from there the two part, as the training amplifies floating-point rounding
   differences), at most {100 * max(apart.values()):.1f}% apart at any logged step; its largest and
   smallest sub-networks score {100 * b["largest_top1"]:.2f}% and {100 * b["smallest_top1"]:.2f}% (first training:
@@ -1306,21 +1304,28 @@ def _plus_line(name: str) -> str:
   first epoch: {100 * a["largest_top1"]:.2f}% and {100 * a["smallest_top1"]:.2f}%).{shared}"""
 
 
+def _logged_losses(supernet: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in _lines(supernet / "metrics.jsonl") if "loss" in r}
+
+
+def _loss_apart(original: Path, rerun: Path) -> dict[int, float]:
+    """How far a retraining's logged loss lies from the first training's (relative), at each step both logged."""
+    first, again = _logged_losses(original), _logged_losses(rerun)
+    return {k: abs(again[k] / first[k] - 1) for k in sorted(first.keys() & again.keys())}
+
+
 def _seed0_rerun_line() -> str:
     """The retrained seed-0 supernet: why it exists and how closely it repeats the first training."""
     original, rerun = HERE / MAIN_EVIDENCE_SUPERNET, HERE / MAIN_SEED0_RERUN
-    first = {r["step"]: r["loss"] for r in _lines(original / "metrics.jsonl") if "loss" in r}
-    again = {r["step"]: r["loss"] for r in _lines(rerun / "metrics.jsonl") if "loss" in r}
-    common = sorted(first.keys() & again.keys())
-    apart = {k: abs(again[k] / first[k] - 1) for k in common}
-    agree = [k for k in common if apart[k] < 1e-6]
+    apart = _loss_apart(original, rerun)
+    agree = [k for k in apart if apart[k] < 1e-6]
     a, b = _json(original / "result.json"), _json(rerun / "result.json")
     timing_steps = _json(HERE / SUPERNET_MAIN / "result.json")["step"]
     return f"""- Supernet seed 0, retrained: [{rerun.name}/]({rerun.name}/): {supernet_line(rerun)}. The first
   seed-0 supernet's checkpoint was gone when its longer training was run, so the same command and seed trained it
   again from step 0, in one session (the first ran in two, its first {timing_steps}
   steps as the timing run), and that retraining was trained one more epoch. Its logged loss equals the first
-  training's to 6 digits at {len(agree)} of the {len(common)} steps both logged, at most
+  training's to 6 digits at {len(agree)} of the {len(apart)} steps both logged, at most
   {100 * max(apart.values()):.1f}% apart; its largest and smallest sub-networks score {100 * b["largest_top1"]:.2f}%
   and {100 * b["smallest_top1"]:.2f}% (first training: {100 * a["largest_top1"]:.2f}% and
   {100 * a["smallest_top1"]:.2f}%): the same recipe and seed, not the same weights. No search or comparison ran on
