@@ -34,15 +34,18 @@ fault. The last line gives the process's peak resident memory.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import time
+from datetime import datetime, timezone
 
 import torch
 
 from nas import load_space
 from nas.allocator import MALLOC_CHOICES, retain_freed_memory
 from nas.metrics import count_params
+from nas.provenance import code_version
 from supernets import build_supernet, extract
 
 
@@ -108,12 +111,17 @@ def main() -> None:
     args = parser.parse_args()
 
     malloc = retain_freed_memory(args.malloc)
+    code, started = code_version(), time.perf_counter()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     print(
         f"# supernet overhead: batch {args.batch_size}, {args.img_size}x{args.img_size}, train mode, "
         f"forward+backward, {args.threads} threads, median of {args.repeats}, torch {torch.__version__}, "
         f"malloc {args.malloc} ({', '.join(f'{k}={v}' for k, v in malloc.items()) or 'glibc defaults'})"
+    )
+    print(
+        f"# commit {code['commit'][:12]}{' + uncommitted changes' if code['dirty'] else ''}, "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs"
     )
     x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
     x_small = torch.randn(args.fixed_cost_batch, 3, args.img_size, args.img_size)
@@ -151,7 +159,10 @@ def main() -> None:
                 )
             print(line, flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-    print(f"# peak resident memory {peak:.0f} MiB (malloc {args.malloc})")
+    print(
+        f"# peak resident memory {peak:.0f} MiB (malloc {args.malloc}); wall time "
+        f"{(time.perf_counter() - started) / 60:.1f} min"
+    )
 
 
 if __name__ == "__main__":
