@@ -74,7 +74,7 @@ MAIN_SEED1_RERUN = "supernet-cifar10-v2-main-1ep-seed1-rerun"
 MAIN_SEED1_PLUS = "supernet-cifar10-v2-main-1ep-seed1-plus1"
 MAIN_RANK_PLUS = "rank-check-v2-main-1ep-seed1-plus1"
 #: The same for seed 0, whose first supernet's checkpoint was gone: a retraining by its command in one session,
-#: trained one more epoch the same way.
+#: trained one more epoch the same way, searched and compared at both budgets.
 MAIN_SEED0_RERUN = "supernet-cifar10-v2-main-1ep-rerun"
 MAIN_SEED0_PLUS = "supernet-cifar10-v2-main-1ep-plus1"
 MAIN_RANK_SEED0_PLUS = "rank-check-v2-main-1ep-plus1"
@@ -84,6 +84,7 @@ MAIN_EVIDENCE = (
     (MAIN_SEED1_SUPERNET, "search-v2-main-1ep-seed1-mes100", "compare-v2-main-1ep-seed1-mes100"),
     (MAIN_SEED1_RERUN, "search-v2-main-1ep-seed1-mes200", "compare-v2-main-1ep-seed1-mes200"),
     (MAIN_SEED1_PLUS, "search-v2-main-1ep-seed1-plus1-mes200", "compare-v2-main-1ep-seed1-plus1-mes200"),
+    (MAIN_SEED0_PLUS, "search-v2-main-1ep-plus1-mes100", "compare-v2-main-1ep-plus1-mes100"),
     (MAIN_SEED0_PLUS, "search-v2-main-1ep-plus1-mes200", "compare-v2-main-1ep-plus1-mes200"),
 )
 #: The seed-1 supernet's recorded commit is the one checked out at its first checkpoint (since fixed, 0281f13):
@@ -1023,7 +1024,7 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
 The tiny space's bands leave a search little room (below). The main `efficientformerv2` space, from
 EfficientFormerV2-S0 to L, has more blocks to remove and wider stages to narrow. Its supernet, searched and
 compared as above at two budgets, a second supernet (seed 1) searched and compared at both, and each of the two,
-retrained by its command, trained one more epoch from those weights and searched and compared at {_longer_budgets()}:
+retrained by its command, trained one more epoch from those weights and searched and compared {_longer_budgets()}:
 
 ```bash
 {chr(10).join(commands)}
@@ -1258,14 +1259,14 @@ def _longer_line() -> str:
 
 
 def _longer_budgets() -> str:
-    """The budgets the longer-trained supernets were searched and compared at, in words."""
+    """The budgets the longer-trained supernets were searched and compared at, in words (after "compared")."""
     budgets = {
         longer: [f"MES {_yaml(HERE / s / 'config.yaml')['target']:g}" for n, s, _ in MAIN_EVIDENCE if n == longer]
         for longer, *_ in MAIN_LONGER
     }
     if len({tuple(b) for b in budgets.values()}) == 1:
-        return " and ".join(next(iter(budgets.values())))
-    return ", ".join(f"seed {_main_seed(n)}'s at {' and '.join(b)}" for n, b in budgets.items())
+        return "at " + " and ".join(next(iter(budgets.values())))
+    return "again, " + " and ".join(f"seed {_main_seed(n)}'s at {' and '.join(b)}" for n, b in budgets.items())
 
 
 def _main_seed(name: str) -> int:
