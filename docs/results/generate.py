@@ -17,6 +17,7 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -93,12 +94,25 @@ MAIN_SEED1_LAUNCHED_AT = "4048852"
 MAIN_RANK = "rank-check-v2-main-1ep"
 #: The retrained seed-1 supernet ranking the same 20 networks (their from-scratch trainings reused).
 MAIN_RANK_SEED1 = "rank-check-v2-main-1ep-seed1"
-#: Each longer-trained supernet: the retraining whose weights it continued, the supernets whose searches at its
-#: targets it is set against (the first epoch's), and its ranking study with the one it is paired against.
+
+
+class Longer(NamedTuple):
+    """A longer-trained supernet: the retraining whose weights it continued (``base``), the supernets whose
+    searches at its targets it is set against (``firsts``, the first epoch's), and its ranking study with the one
+    it is paired against."""
+
+    supernet: str
+    base: str
+    firsts: tuple[str, ...]
+    rank: str
+    paired_rank: str
+
+
 MAIN_LONGER = (
-    (MAIN_SEED1_PLUS, MAIN_SEED1_RERUN, (MAIN_SEED1_SUPERNET, MAIN_SEED1_RERUN), MAIN_RANK_PLUS, MAIN_RANK_SEED1),
-    (MAIN_SEED0_PLUS, MAIN_SEED0_RERUN, (MAIN_EVIDENCE_SUPERNET,), MAIN_RANK_SEED0_PLUS, MAIN_RANK),
+    Longer(MAIN_SEED1_PLUS, MAIN_SEED1_RERUN, (MAIN_SEED1_SUPERNET, MAIN_SEED1_RERUN), MAIN_RANK_PLUS, MAIN_RANK_SEED1),
+    Longer(MAIN_SEED0_PLUS, MAIN_SEED0_RERUN, (MAIN_EVIDENCE_SUPERNET,), MAIN_RANK_SEED0_PLUS, MAIN_RANK),
 )
+MAIN_LONGER_BY_SUPERNET = {longer.supernet: longer for longer in MAIN_LONGER}
 #: What the wall times of the alpha-divergence supernets include (they were trained beside other jobs).
 SHARED_CORES_NOTE = (
     "The alpha-divergence supernets' wall times include time the 2 cores spent on test runs and "
@@ -957,8 +971,7 @@ def _main_space_evidence(budget_head: str) -> tuple[str, str, str]:
             base_run = Path(init).parent.name if init else None
             if base_run is not None and base_run not in trained:  # the retraining it continued, trained for it
                 trained.add(base_run)
-                base = next(b for longer, b, *_ in MAIN_LONGER if longer == supernet_name)
-                commands += _main_supernet(base, base_run)["command"]
+                commands += _main_supernet(MAIN_LONGER_BY_SUPERNET[supernet_name].base, base_run)["command"]
             commands += about["command"]
         seed_label = about["label"]
         plan = _json(HERE / compare_name / "plan.json")["config"]
@@ -1107,7 +1120,7 @@ retrained by its command, trained one more epoch from those weights and searched
         for t, runs in by_target.items()
         if any(b for _, b, _ in runs) and not all(b for _, b, _ in runs)
     ]
-    plus_steps = sorted({_json(HERE / longer / "result.json")["step"] for longer, *_ in MAIN_LONGER})
+    plus_steps = sorted({_json(HERE / longer.supernet / "result.json")["step"] for longer in MAIN_LONGER})
     closing = (
         f"On the main space ({strained['step']}-step supernets, {_count_words(len(MAIN_LONGER))} of them trained "
         f"{' or '.join(map(str, plus_steps))} steps more; "
@@ -1124,8 +1137,12 @@ retrained by its command, trained one more epoch from those weights and searched
     for folder, label, words in (
         (MAIN_RANK_SEED1, "seed 1", "supernet seed 1"),
         *(
-            (r, f"seed {_main_seed(p)}, one more epoch", f"supernet seed {_main_seed(p)} trained one more epoch")
-            for p, _, _, r, _ in MAIN_LONGER
+            (
+                x.rank,
+                f"seed {_main_seed(x.supernet)}, one more epoch",
+                f"supernet seed {_main_seed(x.supernet)} trained one more epoch",
+            )
+            for x in MAIN_LONGER
         ),
     ):
         result = _json(HERE / folder / "result.json")
@@ -1191,9 +1208,9 @@ def _longer_line() -> str:
     supernet and on it, against the same random networks where the two comparisons drew the same ones."""
     sentences, moved = [], []
     for supernet, search, after in MAIN_EVIDENCE:
-        firsts = next((f for longer, _, f, *_ in MAIN_LONGER if longer == supernet), None)
-        if firsts is None:
+        if supernet not in MAIN_LONGER_BY_SUPERNET:
             continue
+        firsts = MAIN_LONGER_BY_SUPERNET[supernet].firsts
         target = _yaml(HERE / search / "config.yaml")["target"]
         (before,) = (
             c for n, s, c in MAIN_EVIDENCE if n in firsts and _yaml(HERE / s / "config.yaml")["target"] == target
@@ -1261,8 +1278,10 @@ def _longer_line() -> str:
 def _longer_budgets() -> str:
     """The budgets the longer-trained supernets were searched and compared at, in words (after "compared")."""
     budgets = {
-        longer: [f"MES {_yaml(HERE / s / 'config.yaml')['target']:g}" for n, s, _ in MAIN_EVIDENCE if n == longer]
-        for longer, *_ in MAIN_LONGER
+        x.supernet: [
+            f"MES {_yaml(HERE / s / 'config.yaml')['target']:g}" for n, s, _ in MAIN_EVIDENCE if n == x.supernet
+        ]
+        for x in MAIN_LONGER
     }
     if len({tuple(b) for b in budgets.values()}) == 1:
         return "at " + " and ".join(next(iter(budgets.values())))
@@ -1280,7 +1299,7 @@ def _count_words(n: int) -> str:
 
 def _plus_line(name: str) -> str:
     """A supernet trained one more epoch: what it started from and what the extra epoch cost."""
-    base_name = next(b for longer, b, *_ in MAIN_LONGER if longer == name)
+    base_name = MAIN_LONGER_BY_SUPERNET[name].base
     plus, base = HERE / name, HERE / base_name
     config, a, b = _yaml(plus / "config.yaml"), _json(base / "result.json"), _json(plus / "result.json")
     if base_name == MAIN_SEED1_RERUN:  # the retraining's checkpoint, as its ranking study recorded it
@@ -1368,7 +1387,9 @@ def _main_rank_seed_section(rank: dict) -> str:
     from nas.rankcheck import tau_difference
 
     zero_cost, _, _ = _ranking_verdict(rank)
-    studies = [(MAIN_RANK_SEED1, MAIN_SEED1_RERUN, MAIN_RANK)] + [(r, p, paired) for p, _, _, r, paired in MAIN_LONGER]
+    studies = [(MAIN_RANK_SEED1, MAIN_SEED1_RERUN, MAIN_RANK)] + [
+        (x.rank, x.supernet, x.paired_rank) for x in MAIN_LONGER
+    ]
     plans = {}
     for folder, _, _ in studies:
         plan = plans[folder] = _json(HERE / folder / "plan.json")["config"]
@@ -1398,7 +1419,7 @@ def _main_rank_seed_section(rank: dict) -> str:
 
     diff = difference(MAIN_RANK_SEED1, MAIN_RANK)
     longer_words = []
-    for longer, _, _, folder, against in MAIN_LONGER:
+    for longer, folder, against in ((x.supernet, x.rank, x.paired_rank) for x in MAIN_LONGER):
         d = difference(folder, against)
         versus = _tau_words(variants[folder]["rankings"], zero_cost).removeprefix("Its ")
         first = (
@@ -1419,7 +1440,7 @@ def _main_rank_seed_section(rank: dict) -> str:
     costs = " and ".join(
         duration(_json(HERE / base / "result.json")["provenance"]["wall_seconds"] + variants[f]["train_seconds"])
         + f" (seed {_main_seed(longer)})"
-        for longer, base, _, f, _ in MAIN_LONGER
+        for longer, base, f in ((x.supernet, x.base, x.rank) for x in MAIN_LONGER)
     )
     head = (
         f"| supernet | Kendall's tau (95% CI) | minus {zero_cost}'s (paired 95% CI) | Spearman's rho | "
