@@ -23,9 +23,11 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.export import to_coreml
 from nas.latency.devices import get_device
+from nas.latency.fewshot import calibrate
 from nas.latency.fit import relative_nnls
 from nas.latency.opcount import record_ops
-from nas.latency.predict import Fact, build_predicted_table, calibrate, device_cost_model
+from nas.latency.predicted import build_predicted_table, device_cost_model
+from nas.latency.published import Fact
 from nas.latency.table import (
     LatencyTable,
     TableHeader,
@@ -259,7 +261,7 @@ def import_table(
 
 def _refit(device, space, img_size, num_classes, networks, timings, imported_path: Path) -> LatencyTable:
     """Few-shot calibration of the device's cost model to the whole networks timed on the phone
-    (:func:`nas.latency.predict.calibrate`), then a predicted table from it."""
+    (:func:`nas.latency.fewshot.calibrate`), then a predicted table from it."""
     if not networks:
         raise NasError("--refit needs whole-network timings in the CSV (the manifest's n.. rows)")
     facts = [
