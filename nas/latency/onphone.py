@@ -193,17 +193,12 @@ def import_table(
         )
     entries = {item["key"]: timings[item["id"]] for item in blocks}
     img_size, num_classes = manifest["img_size"], manifest["num_classes"]
-    header = TableHeader(
-        device=device,
-        space=space.name,
-        family=space.family,
-        img_size=img_size,
-        num_classes=num_classes,
-        source="imported",
-        runtime=spec.runtime,
-        dtype=spec.dtype,
-        batch=1,
-        date=today(),
+    header = TableHeader.new(
+        device,
+        space,
+        img_size,
+        num_classes,
+        "imported",
         tool_versions=manifest.get("tool_versions", {}),
         method={
             "from": str(csv_path),

@@ -9,7 +9,7 @@ from nas.core.space import SearchSpace
 from nas.latency.costmodel import CostModel, fit_cost_model
 from nas.latency.devices import get_device
 from nas.latency.graphs import block_ops, timm_ops
-from nas.latency.table import LatencyTable, TableHeader, tables_root, today, tool_versions
+from nas.latency.table import LatencyTable, TableHeader, tables_root
 from nas.latency.terms import ON_CHIP_ELEMENTS, Candidate
 
 
@@ -43,18 +43,12 @@ def build_predicted_table(
     ):
         ms = model.predict_ops(block_ops(space.family, sig), intercept=sig.kind == "head")
         entries[sig.key()] = ms
-    header = TableHeader(
-        device=device,
-        space=space.name,
-        family=space.family,
-        img_size=img_size,
-        num_classes=num_classes,
-        source="predicted",
-        runtime=spec.runtime,
-        dtype=spec.dtype,
-        batch=1,
-        date=today(),
-        tool_versions=tool_versions(),
+    header = TableHeader.new(
+        device,
+        space,
+        img_size,
+        num_classes,
+        "predicted",
         error=model.error_header(space.family),
         method=model.summary(),
         notes=f"Predicted, not measured: {spec.description}. Fitted to the published whole-model latencies in "
