@@ -69,7 +69,9 @@ def _pct(x: float) -> str:
 def phones(seed: int, draws: int) -> None:
     """Every phone figure of issue 12 in one run: hold-out errors with their bias, intervals and their
     coverage, the independent test, in-family ranking and the few-shot calibration curve."""
-    from nas.latency.predict import INTERVAL_LEVEL, few_shot_curve, fit_cost_model, timm_network
+    from nas.latency.costmodel import INTERVAL_LEVEL, fit_cost_model
+    from nas.latency.fewshot import few_shot_curve
+    from nas.latency.graphs import timm_network
 
     start = time.time()
     print("# phone predictors, fitted to latency_tables/published/published_latency.csv (use=fit rows)")

@@ -25,7 +25,7 @@ from nas.compare import compare
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.latency import LatencyTable
-from nas.latency.predict import build_predicted_table
+from nas.latency.predicted import build_predicted_table
 from nas.latency.table import table_path
 from nas.recipe import Recipe, load_recipe
 from nas.report import write_report

@@ -9,8 +9,10 @@ from nas import NasError, load_space
 from nas.blocks import block_input, block_signatures, reachable_signatures
 from nas.cli import main
 from nas.latency import LatencyTable, table_path
+from nas.latency.costmodel import fit_cost_model
+from nas.latency.graphs import block_ops, timm_ops
 from nas.latency.measure import Timer, TimingConfig, build_measured_table
-from nas.latency.predict import block_ops, fit_cost_model, predict_timm, timm_ops
+from nas.latency.predicted import predict_timm
 from supernets import get_family
 
 FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
@@ -143,7 +145,7 @@ def test_phone_predictor_fit_on_published_facts():
     lo, hi = model.interval(table_sum)
     assert lo < table_sum < hi and lo < 0.9 < hi  # published: 0.9 ms
     # The shipped tables record this model; reading it back prices the same.
-    from nas.latency.predict import cost_model_from_table
+    from nas.latency.predicted import cost_model_from_table
 
     shipped = cost_model_from_table(LatencyTable.load("iphone12", "efficientformerv2", 224))
     assert shipped.predict_ops(timm_ops("efficientformerv2_s0")) == pytest.approx(table_sum, rel=1e-4)
@@ -155,7 +157,8 @@ def test_published_rows_are_priced_at_their_papers_resolution():
     priced at 224 px, a quarter of B5's MACs."""
     import csv
 
-    from nas.latency.predict import published_csv, timm_network
+    from nas.latency.graphs import timm_network
+    from nas.latency.published import published_csv
 
     checked = 0
     for row in csv.DictReader(published_csv().open(encoding="utf-8")):
@@ -169,8 +172,9 @@ def test_published_rows_are_priced_at_their_papers_resolution():
 
 
 def test_engine_terms_and_ridge():
+    from nas.latency.fit import fit_weights
     from nas.latency.opcount import OpCost
-    from nas.latency.predict import OFF_CHIP, ON_CHIP_ELEMENTS, Candidate, fit_weights
+    from nas.latency.terms import OFF_CHIP, ON_CHIP_ELEMENTS, Candidate
 
     big, small = ON_CHIP_ELEMENTS + 1, ON_CHIP_ELEMENTS
     ops = [
@@ -204,29 +208,29 @@ def test_fusable_timm_models_are_priced_fused(caplog, monkeypatch):
     import timm
     from timm.models import reparameterize_model
 
-    from nas.latency import predict
+    from nas.latency import graphs
 
     fused = reparameterize_model(timm.create_model("mobileone_s0", pretrained=False).eval())
-    net = predict.timm_network("mobileone_s0")
+    net = graphs.timm_network("mobileone_s0")
     assert net.fusion == "fused" and net.params == sum(p.numel() for p in fused.parameters()) == 2_078_504
-    assert predict.timm_network("mobilenetv2_100").fusion == "nothing to fuse"
+    assert graphs.timm_network("mobilenetv2_100").fusion == "nothing to fuse"
 
     def broken(model, inplace=False):
         raise RuntimeError("cannot fuse this")
 
     monkeypatch.setattr(timm.models, "reparameterize_model", broken)
-    predict.timm_network.cache_clear()
+    graphs.timm_network.cache_clear()
     try:
         with caplog.at_level("WARNING"):
-            net = predict.timm_network("mobileone_s0")
+            net = graphs.timm_network("mobileone_s0")
         assert net.fusion == "not fused: RuntimeError: cannot fuse this" and net.params == 5_293_272
         assert "cannot re-parameterise" in caplog.text
     finally:
-        predict.timm_network.cache_clear()
+        graphs.timm_network.cache_clear()
 
 
 def test_conformal_interval_covers_its_level():
-    from nas.latency.predict import conformal_factors
+    from nas.latency.costmodel import conformal_factors
 
     assert conformal_factors(np.log([0.5, 1.0, 2.0, 4.0]), level=0.5) == pytest.approx((0.5, 4.0))
     rng = np.random.default_rng(0)
@@ -238,7 +242,8 @@ def test_conformal_interval_covers_its_level():
 def test_few_shot_calibration():
     from dataclasses import replace
 
-    from nas.latency.predict import Fact, calibrate
+    from nas.latency.fewshot import calibrate
+    from nas.latency.published import Fact
 
     model = fit_cost_model("iphone12")
     names = ["mobilenetv2_100", "efficientformerv2_s0", "efficientformer_l1", "deit_tiny_patch16_224", "resnet18"]
@@ -343,7 +348,7 @@ def test_export_a_block_to_core_ml(tmp_path):
 def _filled_export(tmp_path, rng_seed=0, drop=None):
     """A manifest of the whole tiny space and a CSV of plausible phone timings for it."""
     from nas.latency.onphone import plan_export, write_manifest
-    from nas.latency.predict import device_cost_model
+    from nas.latency.predicted import device_cost_model
 
     space = load_space("efficientformerv2-tiny")
     manifest = plan_export("iphone12", space, img_size=32, num_classes=10)
@@ -368,7 +373,7 @@ def _filled_export(tmp_path, rng_seed=0, drop=None):
 
 
 def _prior():
-    from nas.latency.predict import device_cost_model
+    from nas.latency.predicted import device_cost_model
 
     return device_cost_model("iphone12")
 

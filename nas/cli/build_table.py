@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     else:
-        from nas.latency.predict import build_predicted_table
+        from nas.latency.predicted import build_predicted_table
 
         table = build_predicted_table(args.device, space, args.img_size, args.num_classes)
         table.save(args.out)

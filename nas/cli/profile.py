@@ -7,7 +7,7 @@ import argparse
 from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.core.errors import NasError
 from nas.latency import LatencyTable, get_device
-from nas.latency.predict import INTERVAL_LEVEL
+from nas.latency.costmodel import INTERVAL_LEVEL
 from nas.metrics import count_macs, count_params, mes
 from nas.space import find_space
 from supernets import get_family
@@ -135,11 +135,12 @@ def run_timm(args: argparse.Namespace) -> int:
     if not args.device:
         raise NasError("--timm needs --device (e.g. --device iphone12)")
     device = get_device(args.device)
-    from nas.latency.predict import fused_timm_model, timm_network
+    from nas.latency.graphs import fused_timm_model, timm_network
 
     interval = None
     if device.kind == "phone":
-        from nas.latency.predict import device_cost_model, timm_family
+        from nas.latency.predicted import device_cost_model
+        from nas.latency.published import timm_family
 
         net = timm_network(args.timm, args.img_size, args.num_classes)
         ops, params, fusion = net.ops, net.params, net.fusion

@@ -34,8 +34,6 @@ from nas.latency.table import (
     LatencyTable,
     TableHeader,
     table_path,
-    today,
-    tool_versions,
 )
 from nas.runlock import RunLock
 from supernets import build_static
@@ -174,21 +172,14 @@ def build_measured_table(
     progress: bool = True,
 ) -> LatencyTable:
     """Measure every block of ``space`` on a local ``device``, calibrate, check, and save."""
-    spec = get_device(device)
     timer = Timer(device, timing)
     out = Path(out) if out else table_path(device, space.name, img_size)
-    header = TableHeader(
-        device=device,
-        space=space.name,
-        family=space.family,
-        img_size=img_size,
-        num_classes=num_classes,
-        source="measured",
-        runtime=spec.runtime,
-        dtype=spec.dtype,
-        batch=1,
-        date=today(),
-        tool_versions=tool_versions(),
+    header = TableHeader.new(
+        device,
+        space,
+        img_size,
+        num_classes,
+        "measured",
         threads=timing.threads,
         complete=False,
         method={

@@ -23,9 +23,11 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.export import to_coreml
 from nas.latency.devices import get_device
+from nas.latency.fewshot import calibrate
 from nas.latency.fit import relative_nnls
 from nas.latency.opcount import record_ops
-from nas.latency.predict import Fact, build_predicted_table, calibrate, device_cost_model
+from nas.latency.predicted import build_predicted_table, device_cost_model
+from nas.latency.published import Fact
 from nas.latency.table import (
     LatencyTable,
     TableHeader,
@@ -191,17 +193,12 @@ def import_table(
         )
     entries = {item["key"]: timings[item["id"]] for item in blocks}
     img_size, num_classes = manifest["img_size"], manifest["num_classes"]
-    header = TableHeader(
-        device=device,
-        space=space.name,
-        family=space.family,
-        img_size=img_size,
-        num_classes=num_classes,
-        source="imported",
-        runtime=spec.runtime,
-        dtype=spec.dtype,
-        batch=1,
-        date=today(),
+    header = TableHeader.new(
+        device,
+        space,
+        img_size,
+        num_classes,
+        "imported",
         tool_versions=manifest.get("tool_versions", {}),
         method={
             "from": str(csv_path),
@@ -259,7 +256,7 @@ def import_table(
 
 def _refit(device, space, img_size, num_classes, networks, timings, imported_path: Path) -> LatencyTable:
     """Few-shot calibration of the device's cost model to the whole networks timed on the phone
-    (:func:`nas.latency.predict.calibrate`), then a predicted table from it."""
+    (:func:`nas.latency.fewshot.calibrate`), then a predicted table from it."""
     if not networks:
         raise NasError("--refit needs whole-network timings in the CSV (the manifest's n.. rows)")
     facts = [

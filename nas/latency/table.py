@@ -77,6 +77,30 @@ class TableHeader:
     complete: bool = True
     notes: str = ""
 
+    @classmethod
+    def new(
+        cls, device: str, space: SearchSpace, img_size: int, num_classes: int, source: str, **fields: Any
+    ) -> "TableHeader":
+        """The header of a table of ``space`` on ``device`` made today, at batch 1 with the device's runtime
+        and dtype, and this installation's tool versions unless ``fields`` give others; ``fields`` fill the
+        rest (threads, error, method, complete, notes)."""
+        spec = get_device(device)
+        if "tool_versions" not in fields:
+            fields["tool_versions"] = tool_versions()
+        return cls(
+            device=device,
+            space=space.name,
+            family=space.family,
+            img_size=img_size,
+            num_classes=num_classes,
+            source=source,
+            runtime=spec.runtime,
+            dtype=spec.dtype,
+            batch=1,
+            date=today(),
+            **fields,
+        )
+
 
 def _build_command(device: str, space: str, img_size: int) -> str:
     return f"nas build-table --device {device} --space {space} --img-size {img_size}"

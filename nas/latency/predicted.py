@@ -1,0 +1,105 @@
+"""Predicted latencies: timm models and every block of a space priced by a device's cost model, as a
+``predicted`` latency table, and the cost model read back from such a table's header."""
+
+from __future__ import annotations
+
+from nas.blocks import reachable_signatures
+from nas.core.errors import NasError
+from nas.core.space import SearchSpace
+from nas.latency.costmodel import CostModel, fit_cost_model
+from nas.latency.devices import get_device
+from nas.latency.graphs import block_ops, timm_ops
+from nas.latency.table import LatencyTable, TableHeader, tables_root
+from nas.latency.terms import ON_CHIP_ELEMENTS, Candidate
+
+
+def predict_timm(model_name: str, device: str, img_size: int = 224, model: CostModel | None = None) -> float:
+    """Predicted latency (ms) of any timm model on a phone."""
+    model = model or fit_cost_model(device)
+    return model.predict_ops(timm_ops(model_name, img_size))
+
+
+def build_predicted_table(
+    device: str,
+    space: SearchSpace,
+    img_size: int = 224,
+    num_classes: int = 1000,
+    model: CostModel | None = None,
+    progress: bool = True,
+) -> LatencyTable:
+    """A ``predicted`` table: every reachable block priced by ``device``'s fitted cost model.
+
+    The per-network intercept is carried by the head entries, so a network's sum includes it once.
+    """
+    from tqdm import tqdm
+
+    spec = get_device(device)
+    model = model or fit_cost_model(device)
+    entries = {}
+    for sig in tqdm(
+        reachable_signatures(space, img_size, num_classes),
+        desc=f"predict blocks for {device}",
+        disable=None if progress else True,
+    ):
+        ms = model.predict_ops(block_ops(space.family, sig), intercept=sig.kind == "head")
+        entries[sig.key()] = ms
+    header = TableHeader.new(
+        device,
+        space,
+        img_size,
+        num_classes,
+        "predicted",
+        error=model.error_header(space.family),
+        method=model.summary(),
+        notes=f"Predicted, not measured: {spec.description}. Fitted to the published whole-model latencies in "
+        f"latency_tables/published/published_latency.csv (device {spec.published!r}, every campaign; "
+        f"reference campaign {spec.reference_campaign!r})."
+        + (" Calibrated to timings of networks on a real phone." if model.calibration else ""),
+    )
+    return LatencyTable(header, entries)
+
+
+def cost_model_from_table(table: LatencyTable) -> CostModel:
+    """The cost model a ``predicted`` table was built with, read back from its header."""
+    h = table.header
+    m, e = h.method, h.error
+    try:
+        candidate = Candidate(
+            m["grouping"],
+            float(m["ratio_r"]),
+            tuple(m.get("hardware_terms", {})),
+            int(m.get("on_chip_elements", ON_CHIP_ELEMENTS)),
+            float(m.get("ridge", 0.0)),
+        )
+        labels = candidate.labels()
+        return CostModel(
+            device=h.device,
+            candidate=candidate,
+            weights=tuple(float(m["weights_ms"][k]) for k in labels),
+            intercept_ms=float(m["intercept_ms"]),
+            campaign_factors=dict(m.get("campaign_factors", {})),
+            fitted_on=tuple(m["fitted_on"]),
+            held_out={"family": e["leave_one_family_out"], "model": e["leave_one_model_out"]},
+            intervals={k: dict(v) for k, v in e["intervals"].items()},
+            fitted_families=tuple(e["fitted_families"]),
+            macs_only_loo_mean=float(e["macs_only_loo_mean"]),
+            test=e.get("independent_test"),
+            in_family_tau=dict(e.get("in_family_kendall_tau", {})),
+            calibration=m.get("calibration"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        where = f"{table.path}: " if table.path else ""
+        raise NasError(f"{where}not a cost-model table header (missing or bad {exc})") from None
+
+
+def device_cost_model(device: str) -> CostModel:
+    """``device``'s cost model as its shipped predicted tables record it (refitted where none is)."""
+    for path in sorted((tables_root() / device).glob("*.json")):
+        try:
+            table = LatencyTable.read(path)
+        except NasError:
+            continue
+        method = table.header.method
+        if table.source == "predicted" and "weights_ms" in method and not method.get("calibration"):
+            return cost_model_from_table(table)
+    return fit_cost_model(device)
