@@ -2,11 +2,18 @@
 
 ``from nas import ArchConfig, LatencyTable, NasError, SearchSpace, load_space``. The names are
 loaded on first use (PEP 562), so importing a core module (``nas.core.*``, which the family modules
-in ``supernets`` import) does not pull in the engine.
+in ``supernets`` import) or the command line's parsers (``nas --help``) does not pull in the engine.
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nas.core.arch import ArchConfig
+    from nas.core.errors import NasError
+    from nas.core.space import SearchSpace
+    from nas.latency.table import LatencyTable
+    from nas.space import load_space
 
 __all__ = ["ArchConfig", "LatencyTable", "NasError", "SearchSpace", "load_space"]
 __version__ = "0.1.0"

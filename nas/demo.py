@@ -27,7 +27,7 @@ from nas.core.errors import NasError
 from nas.latency import LatencyTable
 from nas.latency.predicted import build_predicted_table
 from nas.latency.table import table_path
-from nas.recipe import Recipe, load_recipe
+from nas.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS, Recipe, load_recipe
 from nas.report import write_report
 from nas.reports import write_json
 from nas.runlock import RunLock
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 DEMO_SPACE = "efficientformerv2-tiny"
 DEMO_DEVICE = "iphone12"
 DIGITS_CLASSES = 10
-#: Epochs of the demo recipe's supernet and of each network trained from scratch: about five minutes
-#: on 2 CPU cores in all, long enough for the from-scratch accuracies to settle above 90%.
-SUPERNET_EPOCHS = 8
-TRAIN_EPOCHS = 15
 
 
 def ensure_table(device: str, space, img_size: int = 224) -> LatencyTable:
@@ -96,8 +92,8 @@ def _demo(
     progress: bool,
     on_stage: Callable[[str], None] | None,
 ) -> dict[str, Any]:
-    supernet_recipe = supernet_recipe or dataclasses.replace(load_recipe("demo"), epochs=SUPERNET_EPOCHS)
-    train_recipe = train_recipe or dataclasses.replace(load_recipe("demo"), epochs=TRAIN_EPOCHS)
+    supernet_recipe = supernet_recipe or dataclasses.replace(load_recipe("demo"), epochs=DEMO_SUPERNET_EPOCHS)
+    train_recipe = train_recipe or dataclasses.replace(load_recipe("demo"), epochs=DEMO_TRAIN_EPOCHS)
     say = on_stage or (lambda text: log.info("%s", text))
     started = time.perf_counter()
     timings: dict[str, float] = {}

@@ -7,17 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from nas.configs import available_spaces, config_root
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
 from supernets import family_rules, get_family
-
-
-def config_root() -> Path:
-    """The ``search_configs`` folder: ``$NAS_CONFIG_DIR`` or the one beside the ``nas`` package."""
-    env = os.environ.get("NAS_CONFIG_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "search_configs"
 
 
 def recorded_source(space: SearchSpace) -> str:
@@ -30,11 +25,6 @@ def recorded_source(space: SearchSpace) -> str:
         return str(Path(space.source).resolve().relative_to(root.parent))
     except ValueError:
         return space.source
-
-
-def available_spaces() -> list[str]:
-    """The names of the shipped spaces (files in ``search_configs/spaces/``)."""
-    return sorted(p.stem for p in (config_root() / "spaces").glob("*.yaml"))
 
 
 def load_space(name_or_path: str | os.PathLike) -> SearchSpace:

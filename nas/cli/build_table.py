@@ -6,8 +6,7 @@ import argparse
 import logging
 
 from nas.cli.common import add_common, emit, image_size, positive_int
-from nas.latency import DEVICES, get_device
-from nas.space import load_space
+from nas.latency import DEVICES
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +35,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas build-table``: measure (local device) or predict (phone) the table, save it and print
     its header, source and error; return the exit code."""
+    from nas.latency import get_device
+    from nas.space import load_space
+
     device = get_device(args.device)
     space = load_space(args.space)
     if device.kind == "local":

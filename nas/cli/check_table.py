@@ -6,8 +6,6 @@ import argparse
 
 from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_int
 from nas.core.errors import NasError
-from nas.latency import LatencyTable, get_device
-from nas.space import load_space
 
 
 def add_parser(sub) -> None:
@@ -33,6 +31,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas check-table``: time the named members and random sub-networks end to end and print
     the table's error on each; return the exit code."""
+    from nas.latency import LatencyTable, get_device
     from nas.latency.measure import (
         Timer,
         TimingConfig,
@@ -40,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         check_table,
         median_ape,
     )
+    from nas.space import load_space
 
     device = get_device(args.device)
     if device.kind != "local":

@@ -15,8 +15,7 @@ from nas.cli.common import (
 )
 from nas.core.typed_yaml import read_yaml
 from nas.recipe import add_recipe_overrides, recipe_from_args
-from nas.search.objective import OBJECTIVES
-from nas.space import find_space
+from nas.search.settings import OBJECTIVES
 
 
 def add_parser(sub) -> None:
@@ -93,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
     print the table and summary; return the exit code."""
     from nas.compare import compare, summary_line, table_lines
+    from nas.space import find_space
 
     space = find_space(args.searched, args.space)
     label, arch = space.resolve(args.searched)

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 from nas.cli.common import add_common, emit, nonneg_int, positive_int
-from nas.demo import SUPERNET_EPOCHS, TRAIN_EPOCHS
+from nas.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS
 
 
 def add_parser(sub) -> None:
@@ -26,14 +26,14 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--supernet-epochs",
         type=positive_int,
-        default=SUPERNET_EPOCHS,
-        help=f"supernet epochs (default {SUPERNET_EPOCHS})",
+        default=DEMO_SUPERNET_EPOCHS,
+        help=f"supernet epochs (default {DEMO_SUPERNET_EPOCHS})",
     )
     p.add_argument(
         "--train-epochs",
         type=positive_int,
-        default=TRAIN_EPOCHS,
-        help=f"epochs per network trained from scratch (default {TRAIN_EPOCHS})",
+        default=DEMO_TRAIN_EPOCHS,
+        help=f"epochs per network trained from scratch (default {DEMO_TRAIN_EPOCHS})",
     )
     p.add_argument(
         "--target-fraction",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
-from nas.space import find_space
 
 
 def add_parser(sub) -> None:
@@ -30,6 +29,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas export``: write ARCH as an ONNX (checked against PyTorch) or Core ML file; return the exit code."""
     from nas.export import export
+    from nas.space import find_space
 
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)

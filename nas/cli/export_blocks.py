@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
-from nas.space import load_space
 
 
 def add_parser(sub) -> None:
@@ -32,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas export-blocks``: write the space's blocks (and named members) as Core ML files with
     a manifest and a CSV to fill in; return the exit code."""
     from nas.latency.onphone import export_blocks
+    from nas.space import load_space
 
     manifest = export_blocks(
         args.device,

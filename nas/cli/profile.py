@@ -6,11 +6,6 @@ import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.core.errors import NasError
-from nas.latency import LatencyTable, get_device
-from nas.latency.costmodel import INTERVAL_LEVEL
-from nas.metrics import count_macs, count_params, mes
-from nas.space import find_space
-from supernets import get_family
 
 
 def add_parser(sub) -> None:
@@ -47,6 +42,11 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas profile``: print the parameters and MACs of ARCH (latency and MES too with
     ``--device``), or price ``--timm MODEL``; return the exit code."""
+    from nas.latency import LatencyTable
+    from nas.metrics import count_macs, count_params, mes
+    from nas.space import find_space
+    from supernets import get_family
+
     if args.timm:
         return run_timm(args)
     if not args.arch:
@@ -131,6 +131,10 @@ def run_timm(args: argparse.Namespace) -> int:
     args.img_size = args.img_size or 224
     args.num_classes = args.num_classes or 1000
     import torch
+
+    from nas.latency import get_device
+    from nas.latency.costmodel import INTERVAL_LEVEL
+    from nas.metrics import mes
 
     if not args.device:
         raise NasError("--timm needs --device (e.g. --device iphone12)")

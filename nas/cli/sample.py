@@ -16,10 +16,7 @@ from nas.cli.common import (
 )
 from nas.core.errors import NasError
 from nas.core.typed_yaml import dump_yaml, write_text_atomic
-from nas.latency import LatencyTable
-from nas.search.objective import OBJECTIVES, Objective, cost_function
-from nas.search.sample import sample_within_budget
-from nas.space import load_space
+from nas.search.settings import OBJECTIVES
 
 
 def add_parser(sub) -> None:
@@ -52,6 +49,11 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas sample``: write ``-n`` random sub-networks within the budget as arch YAMLs (with the
     ``config.yaml`` they were priced with) and print their costs; return the exit code."""
+    from nas.latency import LatencyTable
+    from nas.search.objective import Objective, cost_function
+    from nas.search.sample import sample_within_budget
+    from nas.space import load_space
+
     space = load_space(args.space)
     objective = Objective(args.objective, args.target)
     if objective.name != "params" and not args.device:

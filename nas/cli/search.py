@@ -12,8 +12,7 @@ from nas.cli.common import (
     positive_float,
     positive_int,
 )
-from nas.search.objective import OBJECTIVES, Objective
-from nas.search.screen import ScreenConfig
+from nas.search.settings import OBJECTIVES, ScreenConfig
 
 
 def add_parser(sub) -> None:
@@ -79,6 +78,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas search``: slim the supernet to the target greedily (or run the optuna study) and print
     the result; return the exit code."""
+    from nas.search.objective import Objective
     from nas.search.run import SearchRequest, search
 
     objective = Objective(args.objective, args.target)

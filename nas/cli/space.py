@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit
-from nas.space import available_spaces, load_space
-from supernets import get_family
+from nas.configs import available_spaces
 
 
 def add_parser(sub) -> None:
@@ -36,6 +35,9 @@ def compact(values) -> str:
 def run_show(args: argparse.Namespace) -> int:
     """Run ``nas space show``: print the choices per stage, size, largest and smallest sub-networks and
     named members of SPACE; return the exit code."""
+    from nas.space import load_space
+    from supernets import get_family
+
     space = load_space(args.space)
     stages = []
     lines = [f"space {space.name}  (family {space.family}, {space.source})"]

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_training_args, emit
+from nas.cli.common import add_training_args, emit, family_names
 from nas.core.errors import NasError
 from nas.recipe import recipe_from_args
-from nas.space import load_space
-from supernets import family_names, get_family
 
 
 def add_parser(sub) -> None:
@@ -29,7 +27,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas train-supernet``: train FAMILY's supernet on its space and print the top-1 of its
     largest and smallest sub-networks (only on the main process of a torchrun job); return the exit code."""
+    from nas.space import load_space
     from nas.train.supernet import train_supernet
+    from supernets import get_family
 
     get_family(args.family)  # an unknown family is one line that lists the known
     space = load_space(args.space or args.family)

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.metrics import count_params, mes
-
-OBJECTIVES = ("mes", "latency", "params")
+from nas.search.settings import OBJECTIVES
 
 
 @dataclass(frozen=True)
