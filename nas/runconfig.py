@@ -77,7 +77,7 @@ class SearchRunConfig:
     split_seed: int | None = None  # the supernet run's seed: which images are the search split
     table_digest: str | None = None  # SHA-256 of the latency table the costs come from
     latency_source: str | None = setting(None, free=True)
-    strategy: str = setting("greedy", choices=("greedy", "optuna"))
+    strategy: str = "greedy"  # a name of nas.search.strategy's registry (which refuses an unknown one)
     trials: int | None = None
     actions: str | None = setting(None, free=True)
     storage: str | None = None  # optuna: the study's database (None: optuna.db in the run folder)

@@ -97,7 +97,7 @@ def test_search_writes_its_trajectory_to_tensorboard(tiny_supernet, tmp_path, ca
 def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet, tmp_path):
     import optuna
 
-    db = f"sqlite:///{tmp_path / 'shared.db'}"
+    db = f"sqlite:///{tmp_path / 'shared.db'}"  # target 7e5 parameters: every tiny sub-network meets it
     env = dict(os.environ, OMP_NUM_THREADS="1")
 
     def search(run: str, seed: int, trials: int, *extra: str) -> subprocess.Popen:
@@ -116,7 +116,7 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
                 "--objective",
                 "params",
                 "--target",
-                "2e5",
+                "7e5",
                 "--bn-calib-batches",
                 "1",
                 "--storage",
@@ -156,7 +156,7 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
                 "--objective",
                 "params",
                 "--target",
-                "2e5",
+                "7e5",
                 "--bn-calib-batches",
                 "1",
                 "--run",
@@ -180,7 +180,7 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
                 "--objective",
                 "params",
                 "--target",
-                "2e5",
+                "7e5",
                 "--bn-calib-batches",
                 "1",
                 "--run",
@@ -203,7 +203,7 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
                 "--objective",
                 "params",
                 "--target",
-                "2e5",
+                "7e5",
                 "--bn-calib-batches",
                 "1",
                 "--run",

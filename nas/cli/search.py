@@ -13,6 +13,7 @@ from nas.cli.common import (
     positive_int,
 )
 from nas.search.settings import OBJECTIVES, ScreenConfig
+from nas.search.strategy import strategy_names
 
 
 def add_parser(sub) -> None:
@@ -43,11 +44,15 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--strategy",
         default="greedy",
-        choices=("greedy", "optuna"),
-        help="greedy slimming (default) or optuna NSGA-II over accuracy and latency",
+        choices=strategy_names(),
+        help="greedy slimming (default); optuna: NSGA-II over accuracy and the objective, within the target; "
+        "random: the most accurate of --trials uniform samples within the target",
     )
     p.add_argument(
-        "--trials", type=positive_int, default=64, help="optuna: finished trials the study should hold (default 64)"
+        "--trials",
+        type=positive_int,
+        default=64,
+        help="optuna: finished trials the study should hold; random: sub-networks evaluated (default 64)",
     )
     p.add_argument(
         "--storage",
@@ -104,33 +109,48 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume,
         )
     )
-    if args.strategy == "optuna":
+    if args.strategy != "greedy":
         lines = [
             f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated "
-            f"here; study in {args.storage or run_dir + '/optuna.db'})",
-            f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png",
+            "here" + (f"; study in {args.storage or run_dir + '/optuna.db'})" if args.strategy == "optuna" else ")"),
         ]
-        lines += [
-            f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
-            + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
-            for r in result["pareto"]
-        ]
+        if "pareto" in result:
+            lines.append(
+                f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png"
+            )
+            lines += [
+                f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
+                + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
+                for r in result["pareto"]
+            ]
+        lines.append(
+            f"arch         {run_dir}/arch.yaml  (digest {result['digest']}; the most accurate of "
+            f"{result['within_target']} trials within {args.objective} {args.target:g})"
+        )
+        lines.append(f"top-1        {100 * result['accuracy']:.2f}% on the search split")
+        lines += _cost_lines(result)
         emit(result, args.json, lines)
         return 0
-    lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
-    if result.get("latency_interval_ms"):
-        lo, hi = result["latency_interval_ms"]
-        lat += f" ({lo:.3f}–{hi:.3f})"
-    mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
     lines = [
         f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated; "
         f"greedy slimming evaluates {result['shrinks_considered']} on this path)",
         f"arch         {run_dir}/arch.yaml  (digest {result['digest']})",
         f"top-1        {100 * result['accuracy']:.2f}% on the search split "
         f"(largest: {100 * result['start_accuracy']:.2f}%)",
-        f"params       {result['params'] / 1e6:.3f} M   latency {lat}   MES {mes}",
+        *_cost_lines(result),
     ]
-    if result["latency_source"]:
-        lines.append(f"latency      {result['latency_source']}")
     emit(result, args.json, lines)
     return 0
+
+
+def _cost_lines(result: dict) -> list[str]:
+    """The chosen sub-network's parameters, latency (with its interval) and MES, and the latency's source."""
+    lat = f"{result['latency_ms']:.3f} ms" if result["latency_ms"] is not None else "-"
+    if result.get("latency_interval_ms"):
+        lo, hi = result["latency_interval_ms"]
+        lat += f" ({lo:.3f}–{hi:.3f})"
+    mes = f"{result['mes']:.1f}" if result["mes"] is not None else "-"
+    lines = [f"params       {result['params'] / 1e6:.3f} M   latency {lat}   MES {mes}"]
+    if result["latency_source"]:
+        lines.append(f"latency      {result['latency_source']}")
+    return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -16,6 +17,27 @@ def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
     if objective.higher_is_better:
         return objective.target <= value <= objective.target * (1 + tolerance)
     return objective.target * (1 - tolerance) <= value <= objective.target
+
+
+def sample_distinct(
+    space: SearchSpace,
+    n: int,
+    accept: Callable[[ArchConfig], bool],
+    rng: random.Random,
+    max_draws: int = 20_000,
+    exclude: set[str] = frozenset(),
+) -> list[ArchConfig]:
+    """Up to ``n`` distinct sub-networks drawn uniformly from the space (:meth:`SearchSpace.sample`)
+    that ``accept`` takes, in the order drawn, from at most ``max_draws`` draws; digests in
+    ``exclude`` are skipped."""
+    found: dict[str, ArchConfig] = {}
+    for _ in range(max_draws):
+        arch = space.sample(rng)
+        if arch.digest not in found and arch.digest not in exclude and accept(arch):
+            found[arch.digest] = arch
+            if len(found) == n:
+                break
+    return list(found.values())
 
 
 def sample_within_budget(
@@ -32,17 +54,16 @@ def sample_within_budget(
     objective lies within ``tolerance`` of the target, on the side that meets it; digests in
     ``exclude`` (e.g. the searched network's) are skipped."""
     require_reachable(space, cost, objective)
-    found: dict[str, ArchConfig] = {}
-    for _ in range(max_draws):
-        arch = space.sample(rng)
-        if (
-            arch.digest not in found
-            and arch.digest not in exclude
-            and within_budget(objective, objective.value(cost(arch)), tolerance)
-        ):
-            found[arch.digest] = arch
-            if len(found) == n:
-                return list(found.values())
+    found = sample_distinct(
+        space,
+        n,
+        lambda arch: within_budget(objective, objective.value(cost(arch)), tolerance),
+        rng,
+        max_draws,
+        exclude,
+    )
+    if len(found) == n:
+        return found
     raise NasError(
         f"only {len(found)} of {n} random sub-networks of {space.name} met {objective.name} "
         f"{objective.target:g} within {100 * tolerance:g}% in {max_draws} draws; widen --tolerance"
