@@ -72,6 +72,7 @@ def test_search_writes_its_trajectory_to_tensorboard(tiny_search):
 # --- optuna database ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet, tmp_path):
     import optuna
 

@@ -171,6 +171,7 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
     assert not (b / ".lock").exists()
 
 
+@pytest.mark.slow
 def test_two_process_ddp_on_cpu(tmp_path):
     run = tmp_path / "ddp"
     proc = subprocess.run(
