@@ -1,24 +1,42 @@
-"""Fixtures shared by the test files."""
+"""Fixtures shared by the test files: a real-image folder, one tiny supernet, one search of it and one
+comparison of its result, each built once per session through the CLI and only read by the tests (a
+test that damages or continues one works on a copy: ``helpers.copy_run``)."""
 
+import random
 from pathlib import Path
 
 import pytest
+from helpers import compare_argv, search_argv
 
-#: CIFAR-10 in ImageNet folder layout, beside the project (tests that need it skip without it).
-CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
+#: Three classes of real photographs, cut from the two pictures scikit-learn ships (no download):
+#: class -> (picture, region (left, top, right, bottom) the crops come from).
+PHOTO_CLASSES = {
+    "flower": ("flower.jpg", (190, 90, 430, 330)),
+    "leaves": ("flower.jpg", (0, 0, 160, 427)),
+    "pagoda": ("china.jpg", (80, 40, 320, 360)),
+}
 
 
 @pytest.fixture(scope="session")
-def cifar_slice(tmp_path_factory):
-    """A real-image folder: 3 CIFAR-10 classes, 40 training and 10 test images each (links)."""
-    if not CIFAR.is_dir():
-        pytest.skip(f"{CIFAR} is not here")
-    root = tmp_path_factory.mktemp("cifar-slice")
-    for split, n in (("train", 40), ("test", 10)):
-        for cls in ("airplane", "cat", "ship"):
+def real_images(tmp_path_factory):
+    """A real-image folder in ImageNet layout: 3 classes, 40 training and 10 test images each
+    (32x32 JPEGs: seeded random crops of 32-64 pixels of a region of a photograph, scaled down).
+    Shared: a test that changes files works on a copy."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    pictures = load_sample_images()
+    photos = {Path(name).name: Image.fromarray(pixels) for name, pixels in zip(pictures.filenames, pictures.images)}
+    root = tmp_path_factory.mktemp("photos")
+    rng = random.Random(0)
+    for cls, (picture, (left, top, right, bottom)) in PHOTO_CLASSES.items():
+        for split, n in (("train", 40), ("test", 10)):
             (root / split / cls).mkdir(parents=True)
-            for src in sorted((CIFAR / split / cls).iterdir())[:n]:
-                (root / split / cls / src.name).symlink_to(src)
+            for i in range(n):
+                size = rng.randint(32, 64)
+                x, y = rng.randint(left, right - size), rng.randint(top, bottom - size)
+                crop = photos[picture].crop((x, y, x + size, y + size)).resize((32, 32), Image.BILINEAR)
+                crop.save(root / split / cls / f"{i:04d}.jpg", quality=90)
     return root
 
 
@@ -28,35 +46,27 @@ def tiny_supernet(tmp_path_factory):
     from nas.cli import main
 
     run = tmp_path_factory.mktemp("supernet") / "run"
-    assert (
-        main(
-            [
-                "train-supernet",
-                "efficientformerv2",
-                "--space",
-                "efficientformerv2-tiny",
-                "--run",
-                str(run),
-                "--epochs",
-                "1",
-                "--batch-size",
-                "32",
-                "--max-steps",
-                "4",
-                "--bn-calib-batches",
-                "1",
-            ]
-        )
-        == 0
-    )
+    argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run)]
+    assert main([*argv, "--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1"]) == 0
     return run
 
 
 @pytest.fixture(scope="session")
-def cifar_copy(tmp_path_factory, cifar_slice):
-    """``cifar_slice`` with real copies of its files (tests may damage them)."""
-    import shutil
+def tiny_search(tmp_path_factory, tiny_supernet):
+    """A greedy search of ``tiny_supernet`` to MES 420 on iphone12 (``helpers.search_argv``)."""
+    from nas.cli import main
 
-    root = tmp_path_factory.mktemp("cifar-copy") / "data"
-    shutil.copytree(cifar_slice, root, symlinks=False)
-    return root
+    run = tmp_path_factory.mktemp("search") / "run"
+    assert main(search_argv(tiny_supernet, run)) == 0
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_comparison(tmp_path_factory, tiny_search):
+    """``tiny_search``'s result against 2 random networks of its MES, each trained 2 steps from scratch
+    (``helpers.compare_argv``: objective, device and supernet are the search's)."""
+    from nas.cli import main
+
+    out = tmp_path_factory.mktemp("compare") / "out"
+    assert main(compare_argv(tiny_search, out)) == 0
+    return out

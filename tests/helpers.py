@@ -1,7 +1,30 @@
 """Shared test helpers."""
 
+import shutil
+from pathlib import Path
+
 import torch
 import torch.nn as nn
+
+
+def copy_run(run: Path, dest: Path) -> Path:
+    """A copy of a run folder (without its lock), for a test that damages or continues a shared run."""
+    shutil.copytree(run, dest)
+    (dest / ".lock").unlink(missing_ok=True)
+    return dest
+
+
+def search_argv(supernet: Path, run: Path, *extra: str) -> list[str]:
+    """The ``nas search`` of the ``tiny_search`` fixture: greedy, to MES 420 on iphone12."""
+    argv = ["search", "--supernet", str(supernet), "--objective", "mes", "--target", "420", "--device", "iphone12"]
+    return [*argv, "--bn-calib-batches", "1", "--run", str(run), *extra]
+
+
+def compare_argv(search: Path, out: Path, *extra: str) -> list[str]:
+    """The ``nas compare`` of the ``tiny_comparison`` fixture: the search's result and 2 random networks."""
+    argv = ["compare", "--searched", str(search / "arch.yaml"), "--random", "2", "--out", str(out), "--img-size", "32"]
+    quick = ["--max-steps", "2", "--epochs", "1", "--batch-size", "32", "--eval-batch-size", "128", "--log-every", "2"]
+    return [*argv, *quick, *extra]
 
 
 @torch.no_grad()

@@ -67,6 +67,7 @@ def test_unknown_malloc_setting_is_one_line(monkeypatch, capsys):
         retain_freed_memory("jemalloc")
 
 
+@pytest.mark.slow
 @glibc_only
 @pytest.mark.parametrize("choice", ["retain", "system"])
 def test_ray_workers_that_nas_starts_use_its_malloc_setting(monkeypatch, choice):

@@ -1,7 +1,10 @@
 """Kill anywhere, resume to the same result: ``nas search`` and ``nas compare`` are SIGKILLed at
-several random moments and resumed; they end with the same architecture, accuracies and tables as
-a run that was never interrupted. (Supernet training killed three times:
-``tests/test_train_supernet.py``.)"""
+three points of their work (each run anew with ``--resume``) and finished; they end with the same
+architecture, accuracies and tables as a run that was never interrupted, which runs beside them.
+(Supernet training killed three times: ``tests/test_train_supernet.py``.)
+
+The kill points are files the run writes (so many evaluations logged, a checkpoint, a finished
+network): each kill lands on unfinished work, whatever the machine's speed."""
 
 import json
 import os
@@ -10,49 +13,56 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
+from helpers import search_argv
 
 from nas import load_space
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+pytestmark = pytest.mark.slow
 
 
 def _nas(*argv: str) -> list[str]:
     return [sys.executable, "-m", "nas", *argv]
 
 
-def _run_to_end(argv: list[str], run: Path) -> None:
-    proc = subprocess.run(_nas(*argv), env=ENV, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def _start(argv: list[str], log: Path) -> subprocess.Popen:
+    """``nas ARGV`` in a new process, its stderr to ``log`` (a pipe nobody reads could fill and stall it)."""
+    with log.open("a") as err:
+        return subprocess.Popen(_nas(*argv), env=ENV, stdout=subprocess.DEVNULL, stderr=err)
 
 
-def _kill_and_resume(
-    argv: list[str],
-    run: Path,
-    started: str,
-    rng: random.Random,
-    kills: int = 3,
-    window: tuple[float, float] = (0.2, 3.0),
-) -> int:
-    """Start ``argv`` ``kills`` times, each time SIGKILLing it a random time after ``run/started``
-    appears (or, once it exists, after the process starts); then finish it. Each start after the
-    first passes ``--resume``. Returns how many kills interrupted unfinished work."""
+def _finish(proc: subprocess.Popen, log: Path) -> None:
+    assert proc.wait(timeout=900) == 0, log.read_text()[-3000:]
+
+
+def _kill_at_and_resume(argv: list[str], run: Path, started: str, kill_points: list[Callable[[Path], bool]]) -> int:
+    """Start ``argv`` once per kill point (with ``--resume`` once ``run/started`` exists) and SIGKILL it
+    as soon as the point is reached in ``run``; then finish it. Returns how many kills interrupted
+    unfinished work (no ``result.json`` yet)."""
     interrupted = 0
-    for _ in range(kills):
+    log = run.with_name(run.name + ".log")
+    for reached in kill_points:
         resume = ["--resume"] if (run / started).exists() else []
-        proc = subprocess.Popen(_nas(*argv, *resume), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = _start([*argv, *resume], log)
         deadline = time.time() + 300
-        while not (run / started).exists() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(rng.uniform(*window))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            interrupted += not (run / "result.json").exists()
+        while not reached(run) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, f"the run ended before its kill point: {log.read_text()[-2000:]}"
+        proc.send_signal(signal.SIGKILL)
         proc.wait()
-    _run_to_end([*argv, *(["--resume"] if (run / started).exists() else [])], run)
+        interrupted += not (run / "result.json").exists()
+    _finish(_start([*argv, "--resume"], log), log)
     return interrupted
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def _without_times(result: dict) -> dict:
@@ -63,29 +73,16 @@ def _accuracies(path: Path) -> dict:
     return {r["digest"]: r["accuracy"] for r in map(json.loads, path.read_text().splitlines())}
 
 
-def test_search_killed_at_random_moments_ends_as_an_uninterrupted_one(tiny_supernet, tmp_path):
-    def argv(run: Path) -> list[str]:
-        return [
-            "search",
-            "--supernet",
-            str(tiny_supernet),
-            "--objective",
-            "mes",
-            "--target",
-            "420",
-            "--device",
-            "iphone12",
-            "--bn-calib-batches",
-            "1",
-            "--run",
-            str(run),
-        ]
-
+def test_search_killed_three_times_ends_as_an_uninterrupted_one(tiny_supernet, tiny_search, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    _run_to_end(argv(a), a)
-    interrupted = _kill_and_resume(argv(b), b, "evaluations.jsonl", random.Random(11), window=(0.0, 2.5))
-    print("search kills that interrupted:", interrupted)
-    assert interrupted >= 1, "no kill landed before the search finished"
+    uninterrupted = _start(search_argv(tiny_supernet, a), tmp_path / "a.log")
+    # killed after a quarter, half and three quarters of the evaluations the same search makes
+    total = _lines(tiny_search / "evaluations.jsonl")
+    assert total >= 8, total
+    kill_points = [lambda run, k=k: _lines(run / "evaluations.jsonl") >= k * total // 4 for k in (1, 2, 3)]
+    interrupted = _kill_at_and_resume(search_argv(tiny_supernet, b), b, "evaluations.jsonl", kill_points)
+    _finish(uninterrupted, tmp_path / "a.log")
+    assert interrupted == 3
     for name in ("arch.yaml", "search.jsonl", "state.json", "summary.md", "config.yaml"):
         assert (a / name).read_text() == (b / name).read_text(), name
     ra, rb = (json.loads((r / "result.json").read_text()) for r in (a, b))
@@ -94,7 +91,7 @@ def test_search_killed_at_random_moments_ends_as_an_uninterrupted_one(tiny_super
     assert not (b / ".lock").exists()
 
 
-def test_compare_killed_at_random_moments_ends_as_an_uninterrupted_one(tiny_supernet, tmp_path):
+def test_compare_killed_three_times_ends_as_an_uninterrupted_one(tiny_supernet, tmp_path):
     arch = load_space("efficientformerv2-tiny").sample(random.Random(3)).save(tmp_path / "arch.yaml")
 
     def argv(out: Path) -> list[str]:
@@ -129,10 +126,16 @@ def test_compare_killed_at_random_moments_ends_as_an_uninterrupted_one(tiny_supe
         ]
 
     a, b = tmp_path / "a", tmp_path / "b"
-    _run_to_end(argv(a), a)
-    interrupted = _kill_and_resume(argv(b), b, "plan.json", random.Random(5), window=(0.3, 2.5))
-    print("compare kills that interrupted:", interrupted)
-    assert interrupted >= 1, "no kill landed before the comparison finished"
+    uninterrupted = _start(argv(a), tmp_path / "a.log")
+    # mid-training of the searched network, between the two networks, mid-training of the random one
+    kill_points = [
+        lambda run: (run / "runs" / "searched" / "checkpoint.pt").exists(),
+        lambda run: (run / "runs" / "searched" / "result.json").exists(),
+        lambda run: (run / "runs" / "random-0" / "checkpoint.pt").exists(),
+    ]
+    interrupted = _kill_at_and_resume(argv(b), b, "plan.json", kill_points)
+    _finish(uninterrupted, tmp_path / "a.log")
+    assert interrupted == 3
     for name in ("compare.md", "compare.csv", "plan.json"):
         assert (a / name).read_text() == (b / name).read_text(), name
     ra, rb = (json.loads((r / "result.json").read_text()) for r in (a, b))

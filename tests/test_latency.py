@@ -126,6 +126,7 @@ def test_onnxruntime_timer_times_a_block():
     assert Timer("onnxruntime-cpu", FAST).time(block, block_input(space.family, sig)) > 0
 
 
+@pytest.mark.slow  # nested model selection over every published fact
 def test_phone_predictor_fit_on_published_facts():
     model = fit_cost_model("iphone12")
     # Both iPhone 12 campaigns, each with its factor; the one the table describes is the reference.

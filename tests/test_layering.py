@@ -48,35 +48,65 @@ def test_no_project_import_inside_a_function_outside_the_cli():
         assert not hidden, f"{path.relative_to(ROOT)} imports {hidden} inside a function"
 
 
+def _family_modules() -> dict[str, set[str]]:
+    """Each registered family's module (``supernets.<name>``) -> the classes it defines."""
+    import importlib.util
+
+    import supernets
+
+    modules = {type(supernets.get_family(name)).__module__ for name in supernets.family_names()}
+    return {
+        module: {
+            node.name
+            for node in ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef)
+        }
+        for module in modules
+    }
+
+
 def test_no_family_is_named_outside_supernets():
+    import supernets
+
+    families = set(supernets.family_names())
+    modules = _family_modules()
+    assert len(modules) == len(families) and all(modules.values())  # the guard below has something to guard
+    classes = set().union(*modules.values())
     for path in (ROOT / "nas").rglob("*.py"):
-        code = "\n".join(
-            line.split("#")[0]
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if not line.lstrip().startswith(('"', "'"))
-        )
-        strings = [
-            n.value
-            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(n, ast.Constant)
-            and isinstance(n.value, str)
-            and n.value in ("efficientformer", "efficientformerv2", "swiftformer")
-        ]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and str(n.value) in families]
         assert not strings, f"{path.relative_to(ROOT)} compares against family names {strings}"
-        assert "FAMILY_RULES" not in code and "self.gumbel" not in code, path
+        # the engine reaches a family through the registry only: never its module, never its classes
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        imported += [
+            name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module
+            for name in (n.module, *(f"{n.module}.{a.name}" for a in n.names))
+        ]
+        imported = [m for m in imported if any(m == f or m.startswith(f + ".") for f in modules)]
+        assert not imported, f"{path.relative_to(ROOT)} imports the family modules {imported}"
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        named |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        named |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not named & classes, f"{path.relative_to(ROOT)} names family classes {sorted(named & classes)}"
 
 
 def test_importing_supernets_first_or_the_engine_first_both_work():
-    for first in ("supernets", "nas.latency.table", "nas.core.arch"):
-        proc = subprocess.run(
+    procs = [  # three fresh interpreters, started together
+        subprocess.Popen(
             [sys.executable, "-c", f"import {first}; import supernets; print(','.join(supernets.family_names()))"],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
-            timeout=120,
         )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert proc.stdout.strip() == "efficientformer,efficientformerv2,swiftformer"
+        for first in ("supernets", "nas.latency.table", "nas.core.arch")
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        assert out.strip() == "efficientformer,efficientformerv2,swiftformer"
 
 
 def _module_graph() -> dict[str, set[str]]:

@@ -1,5 +1,6 @@
 """``nas rank-check``: the supernet's ranking against from-scratch training, beside free rankings."""
 
+import functools
 import json
 import shutil
 
@@ -42,7 +43,14 @@ def test_spread_indices_span_the_study():
     assert spread_indices(5, 2) == [0, 4] and spread_indices(5, 1) == [2] and spread_indices(4, 4) == [0, 1, 2, 3]
 
 
-def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys):
+@pytest.mark.slow
+def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys, monkeypatch):
+    import nas.rankcheck as study
+    from nas.rankcheck import tau_difference
+
+    # 2000 bootstrap replicates per interval are most of a study's time; 200 serve every check here
+    monkeypatch.setattr(study, "rank_stats", functools.partial(rank_stats, replicates=200))
+    monkeypatch.setattr(study, "tau_difference", functools.partial(tau_difference, replicates=200))
     out = tmp_path / "rank"
     argv = [
         "rank-check",

@@ -3,6 +3,7 @@ import os
 import signal
 
 import pytest
+from helpers import copy_run, search_argv
 
 from nas import ArchConfig, load_space
 from nas.cli import main
@@ -17,27 +18,11 @@ def supernet_run(tiny_supernet):
     return tiny_supernet
 
 
-def test_search_cli_outputs_and_resume(supernet_run, tmp_path, capsys):
-    out = tmp_path / "search"
-    argv = [
-        "search",
-        "--supernet",
-        str(supernet_run),
-        "--objective",
-        "mes",
-        "--target",
-        "400",
-        "--device",
-        "iphone12",
-        "--run",
-        str(out),
-        "--bn-calib-batches",
-        "1",
-        "--json",
-    ]
-    assert main(argv) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["mes"] >= 400 and "predicted on iphone12" in result["latency_source"]
+def test_search_cli_outputs_and_resume(supernet_run, tiny_search, tmp_path, capsys):
+    out = copy_run(tiny_search, tmp_path / "search")  # resumed below
+    argv = search_argv(supernet_run, out, "--json")
+    result = json.loads((out / "result.json").read_text())
+    assert result["mes"] >= 420 and "predicted on iphone12" in result["latency_source"]
     lo, hi = result["latency_interval_ms"]  # the predicted latency's 80% interval, from the table's header
     assert lo < result["latency_ms"] < hi
     steps = [json.loads(line) for line in (out / "search.jsonl").read_text().splitlines()]
@@ -90,6 +75,7 @@ def test_not_a_supernet_run(tmp_path, capsys):
     assert "not a trained supernet run" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ray_pool_survives_a_killed_worker(supernet_run):
     space = load_space("efficientformerv2-tiny")
     spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1)

@@ -61,31 +61,9 @@ def test_training_writes_tensorboard_curves_and_a_resume_continues_them(tmp_path
     assert [round(v, 5) for _, v in curves["train/loss"]] == [round(losses[s], 5) for s in steps]
 
 
-def test_search_writes_its_trajectory_to_tensorboard(tiny_supernet, tmp_path, capsys):
-    run = tmp_path / "search"
-    assert (
-        main(
-            [
-                "search",
-                "--supernet",
-                str(tiny_supernet),
-                "--objective",
-                "mes",
-                "--target",
-                "420",
-                "--device",
-                "iphone12",
-                "--bn-calib-batches",
-                "1",
-                "--run",
-                str(run),
-                "--json",
-            ]
-        )
-        == 0
-    )
-    result = json.loads(capsys.readouterr().out)
-    curves = _scalars(run)
+def test_search_writes_its_trajectory_to_tensorboard(tiny_search):
+    result = json.loads((tiny_search / "result.json").read_text())
+    curves = _scalars(tiny_search)
     assert [s for s, _ in curves["search/mes"]] == list(range(result["steps"] + 1))
     assert curves["search/mes"][-1][1] == pytest.approx(result["mes"], rel=1e-6)
     assert curves["search/accuracy"][-1][1] == pytest.approx(result["accuracy"], rel=1e-6)
@@ -94,6 +72,7 @@ def test_search_writes_its_trajectory_to_tensorboard(tiny_supernet, tmp_path, ca
 # --- optuna database ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet, tmp_path):
     import optuna
 
@@ -223,51 +202,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory, tiny_supernet):
+def pipeline(tiny_supernet, tiny_search, tiny_comparison):
     """A search of the tiny supernet and a comparison of its result, as users run them."""
-    root = tmp_path_factory.mktemp("pipeline")
-    assert (
-        main(
-            [
-                "search",
-                "--supernet",
-                str(tiny_supernet),
-                "--objective",
-                "mes",
-                "--target",
-                "420",
-                "--device",
-                "iphone12",
-                "--bn-calib-batches",
-                "1",
-                "--run",
-                str(root / "search"),
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "compare",
-                "--searched",
-                str(root / "search" / "arch.yaml"),
-                "--random",
-                "2",
-                "--out",
-                str(root / "compare"),
-                "--tolerance",
-                "0.1",
-                "--max-steps",
-                "2",
-                "--img-size",
-                "32",
-                *QUICK,
-            ]
-        )
-        == 0
-    )
-    return {"supernet": tiny_supernet, "search": root / "search", "compare": root / "compare"}
+    return {"supernet": tiny_supernet, "search": tiny_search, "compare": tiny_comparison}
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (CI installs it)")

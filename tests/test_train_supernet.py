@@ -33,7 +33,7 @@ def cli(*argv):
     return [sys.executable, "-m", "nas", *argv]
 
 
-def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
+def test_sandwich_training_on_real_images(real_images, tmp_path, capsys):
     run = tmp_path / "run"
     assert (
         main(
@@ -45,7 +45,7 @@ def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
                 "--recipe",
                 "demo",
                 "--data",
-                str(cifar_slice),
+                str(real_images),
                 "--run",
                 str(run),
                 "--json",
@@ -64,10 +64,34 @@ def test_sandwich_training_on_real_images(cifar_slice, tmp_path, capsys):
     assert (run / "config.yaml").exists() and (run / "result.json").exists()
 
 
-def test_swiftformer_sandwich_and_teacher_distillation(tmp_path):
+def test_swiftformer_sandwich_and_teacher_distillation(tmp_path, monkeypatch):
+    from nas.train import loop
+
+    real_load_teacher, real_supervised_loss = loop.load_teacher, loop.Trainer.supervised_loss
+    teacher_labels, distilled = [], []  # the teacher's hard labels of each batch; what the loss did with them
+
+    def load_teacher(*args):
+        teacher = real_load_teacher(*args)
+        teacher.register_forward_hook(lambda module, inputs, out: teacher_labels.append(out.argmax(dim=-1)))
+        return teacher
+
+    def supervised_loss(self, output, targets, labels):
+        loss, logits = real_supervised_loss(self, output, targets, labels)
+        with torch.no_grad():  # the same loss with other labels in the teacher's place
+            other, _ = real_supervised_loss(self, output, targets, (labels + 1) % self.splits.num_classes)
+        distilled.append((labels, loss.item(), other.item()))
+        return loss, logits
+
+    monkeypatch.setattr(loop, "load_teacher", load_teacher)
+    monkeypatch.setattr(loop.Trainer, "supervised_loss", supervised_loss)
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, teacher="resnet18", bn_calib_batches=1)
     result = train_supernet(load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3, progress=False)
     assert result["step"] == 3 and "largest_top1" in result
+    # The teacher labelled each step's batch, and its labels entered the loss (the distillation head's term).
+    assert len(teacher_labels) == 3 and len(distilled) >= 3
+    assert all(any(torch.equal(labels, t) for labels, _, _ in distilled) for t in teacher_labels)
+    assert all(any(torch.equal(labels, t) for t in teacher_labels) for labels, _, _ in distilled)
+    assert all(loss != other for _, loss, other in distilled)
 
 
 def test_gumbel_training_saves_alpha_and_importance(tmp_path):
@@ -99,6 +123,7 @@ def _step(run: Path) -> int:
     return torch.load(run / "checkpoint.pt", weights_only=True)["step"] if (run / "checkpoint.pt").exists() else 0
 
 
+@pytest.mark.slow
 def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
     args = [
         "train-supernet",
@@ -117,7 +142,10 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
         "20",
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    subprocess.run(cli(*args, "--run", str(tmp_path / "a")), check=True, env=env, capture_output=True, timeout=600)
+    # the uninterrupted run, beside the killed ones
+    uninterrupted = subprocess.Popen(
+        cli(*args, "--run", str(tmp_path / "a")), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     b = tmp_path / "b"
     killed_at = []
     for kill_after in (4, 9, 14):  # SIGKILL once the checkpoint passes each of these steps
@@ -133,6 +161,7 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
         killed_at.append(_step(b))
     assert killed_at == sorted(killed_at) and 0 < killed_at[0] and killed_at[-1] < 20, killed_at
     subprocess.run(cli(*args, "--run", str(b), "--resume"), check=True, env=env, capture_output=True, timeout=600)
+    assert uninterrupted.wait(timeout=600) == 0
     a_weights, b_weights = _final_weights(tmp_path / "a"), _final_weights(b)
     assert all(torch.equal(a_weights[k], b_weights[k]) for k in a_weights)
     records = [json.loads(line) for line in (b / "metrics.jsonl").read_text().splitlines()]
@@ -142,6 +171,7 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
     assert not (b / ".lock").exists()
 
 
+@pytest.mark.slow
 def test_two_process_ddp_on_cpu(tmp_path):
     run = tmp_path / "ddp"
     proc = subprocess.run(
@@ -245,7 +275,7 @@ def test_sandwich_samples_within_a_parameter_band():
         dataclasses.replace(recipe, sandwich_params_min=0.3, sandwich_params_max=0.2).check("recipe")
 
 
-def test_alpha_divergence_inplace_distillation(cifar_slice, tmp_path):
+def test_alpha_divergence_inplace_distillation(real_images, tmp_path):
     from timm.loss import SoftTargetCrossEntropy
 
     from nas.train.losses import AdaptiveAlphaDivergence
@@ -297,14 +327,14 @@ def test_alpha_divergence_inplace_distillation(cifar_slice, tmp_path):
 
     run = tmp_path / "run"
     argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo"]
-    argv += ["--data", str(cifar_slice), "--run", str(run), *QUICK, "--inplace-distill-divergence", "alpha"]
+    argv += ["--data", str(real_images), "--run", str(run), *QUICK, "--inplace-distill-divergence", "alpha"]
     assert main(argv) == 0
     assert "inplace_distill_divergence: alpha" in (run / "config.yaml").read_text()
     losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines() if "loss" in line]
     assert losses and all(0 < x < 20 for x in losses)  # cross-entropy and divergences are positive
 
 
-def test_gradient_projection_prioritises_the_smaller_subnetworks(tmp_path, cifar_slice):
+def test_gradient_projection_prioritises_the_smaller_subnetworks(tmp_path, real_images):
     """NASViT §3.2: where the largest sub-network's gradient of a tensor conflicts with the others',
     it loses its component along theirs before the two are summed; elsewhere they are summed."""
     import copy
@@ -360,7 +390,7 @@ def test_gradient_projection_prioritises_the_smaller_subnetworks(tmp_path, cifar
 
     run = tmp_path / "run"
     argv = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--recipe", "demo"]
-    argv += ["--data", str(cifar_slice), "--run", str(run), *QUICK, "--sandwich-gradient-projection", "true"]
+    argv += ["--data", str(real_images), "--run", str(run), *QUICK, "--sandwich-gradient-projection", "true"]
     assert main(argv) == 0
     assert "sandwich_gradient_projection: true" in (run / "config.yaml").read_text()
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
