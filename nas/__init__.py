@@ -16,7 +16,7 @@ _WHERE = {
     "NasError": "nas.core.errors",
     "SearchSpace": "nas.core.space",
     "LatencyTable": "nas.latency.table",
-    "load_space": "nas.space",
+    "load_space": "nas.space_files",
 }
 
 

@@ -21,7 +21,7 @@ from nas.core.typed_yaml import (
     read_yaml,
     setting,
 )
-from nas.space import config_root
+from nas.space_files import config_root
 
 #: Gradient clipping modes of timm's ``dispatch_clip_grad``.
 CLIP_MODES = ("agc", "norm", "value")

@@ -7,7 +7,7 @@ import pytest
 
 from nas import ArchConfig
 from nas.cli import main
-from nas.rankcheck import rank_stats
+from nas.stats import rank_stats
 
 
 def test_rank_stats_on_known_rankings():
@@ -22,7 +22,7 @@ def test_rank_stats_on_known_rankings():
 
 
 def test_tau_difference_is_paired():
-    from nas.rankcheck import tau_difference
+    from nas.stats import tau_difference
 
     truth = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     same = tau_difference([1, 2, 3, 4, 5, 6, 7, 8], [10, 20, 30, 40, 50, 60, 70, 80], truth)
@@ -36,7 +36,7 @@ def test_tau_difference_is_paired():
 
 
 def test_spread_indices_span_the_study():
-    from nas.rankcheck import spread_indices
+    from nas.studies.rankcheck import spread_indices
 
     assert spread_indices(20, 5) == [0, 5, 10, 14, 19] and spread_indices(20, 0) == []
     assert spread_indices(5, 2) == [0, 4] and spread_indices(5, 1) == [2] and spread_indices(4, 4) == [0, 1, 2, 3]

@@ -7,7 +7,7 @@ import logging
 
 from nas.cli.common import add_common, emit, image_size, positive_int
 from nas.latency import DEVICES, get_device
-from nas.space import load_space
+from nas.space_files import load_space
 
 log = logging.getLogger(__name__)
 

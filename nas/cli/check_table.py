@@ -7,7 +7,7 @@ import argparse
 from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_int
 from nas.core.errors import NasError
 from nas.latency import LatencyTable, get_device
-from nas.space import load_space
+from nas.space_files import load_space
 
 
 def add_parser(sub) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
-from nas.space import load_space
+from nas.space_files import load_space
 
 
 def add_parser(sub) -> None:

@@ -9,7 +9,7 @@ from nas.core.errors import NasError
 from nas.latency import LatencyTable, get_device
 from nas.latency.predict import INTERVAL_LEVEL
 from nas.metrics import count_macs, count_params, mes
-from nas.space import find_space
+from nas.space_files import find_space
 from supernets import get_family
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit
-from nas.space import available_spaces, load_space
+from nas.space_files import available_spaces, load_space
 from supernets import get_family
 
 

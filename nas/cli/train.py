@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nas.cli.common import add_training_args, emit
 from nas.recipe import recipe_from_args
-from nas.space import find_space
+from nas.space_files import find_space
 
 
 def add_parser(sub) -> None:

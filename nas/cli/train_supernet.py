@@ -7,7 +7,7 @@ import argparse
 from nas.cli.common import add_training_args, emit
 from nas.core.errors import NasError
 from nas.recipe import recipe_from_args
-from nas.space import load_space
+from nas.space_files import load_space
 from supernets import family_names, get_family
 
 

@@ -37,7 +37,7 @@ from nas.latency.table import (
     today,
     tool_versions,
 )
-from nas.runlock import RunLock
+from nas.runs.lock import RunLock
 from supernets import build_static
 
 log = logging.getLogger(__name__)
