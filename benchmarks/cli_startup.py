@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nas.provenance import code_version
+from nas.runs.provenance import code_version
 
 
 def nas_command() -> list[str]:

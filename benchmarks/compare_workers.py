@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from nas.compare import train_all
 from nas.recipe import load_recipe
-from nas.space import load_space
+from nas.space_files import load_space
+from nas.studies.jobs import train_all
 
 
 def main() -> None:

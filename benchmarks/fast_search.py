@@ -27,9 +27,9 @@ import os
 import time
 
 from nas import load_space
-from nas.checkpoint import load_checkpoint
 from nas.latency import LatencyTable
-from nas.provenance import code_version
+from nas.runs.checkpoint import load_checkpoint
+from nas.runs.provenance import code_version
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec, SubnetEvaluator
 from nas.search.greedy import greedy_slim
 from nas.search.objective import Objective, cost_function

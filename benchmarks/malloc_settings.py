@@ -103,7 +103,7 @@ def main() -> None:
     import torch
 
     from nas.allocator import RETAIN_SETTINGS
-    from nas.provenance import code_version
+    from nas.runs.provenance import code_version
 
     code, started = code_version(), time.perf_counter()
     print(

@@ -45,7 +45,7 @@ import torch
 from nas import load_space
 from nas.allocator import MALLOC_CHOICES, retain_freed_memory
 from nas.metrics import count_params
-from nas.provenance import code_version
+from nas.runs.provenance import code_version
 from supernets import build_supernet, extract
 
 

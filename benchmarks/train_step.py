@@ -22,7 +22,7 @@ import time
 import torch
 
 from nas.recipe import load_recipe
-from nas.space import find_space
+from nas.space_files import find_space
 from nas.train.fixed import FixedTrainer
 
 

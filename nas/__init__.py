@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from nas.core.errors import NasError
     from nas.core.space import SearchSpace
     from nas.latency.table import LatencyTable
-    from nas.space import load_space
+    from nas.space_files import load_space
 
 __all__ = ["ArchConfig", "LatencyTable", "NasError", "SearchSpace", "load_space"]
 __version__ = "0.1.0"
@@ -23,7 +23,7 @@ _WHERE = {
     "NasError": "nas.core.errors",
     "SearchSpace": "nas.core.space",
     "LatencyTable": "nas.latency.table",
-    "load_space": "nas.space",
+    "load_space": "nas.space_files",
 }
 
 

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from nas.checkpoint import load_checkpoint
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.typed_yaml import write_bytes_atomic
+from nas.runs.checkpoint import load_checkpoint
 from supernets import build_static
 
 FORMATS = ("onnx", "coreml")

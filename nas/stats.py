@@ -1,10 +1,13 @@
-"""Statistics of a comparison: seed spread and bootstrap intervals.
+"""Statistics of the studies (``nas compare``, ``nas rank-check``), and nowhere else.
 
-The question a comparison answers is whether the searched network beats networks drawn at random
-at the same budget. Both sides are noisy: each network's from-scratch accuracy varies with the
-training seed, and the random networks are a small draw from the budget band. The intervals
-therefore resample both (a two-level bootstrap): the seeds of every network, and which random
-networks were drawn.
+A comparison asks whether the searched network beats networks drawn at random at the same budget.
+Both sides are noisy: each network's from-scratch accuracy varies with the training seed, and the
+random networks are a small draw from the budget band. The intervals therefore resample both (a
+two-level bootstrap): the seeds of every network, and which random networks were drawn.
+
+A ranking study asks how well a cheap ranking (the supernet's, a proxy's) orders networks as
+training them from scratch does: Kendall's tau and Spearman's rho with bootstrap intervals over the
+networks, and paired differences of tau between two rankings.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -90,3 +94,99 @@ def headroom(random_std: float, seed_std: float, draws: int) -> dict[str, float 
         "expected_best_random_over_mean": best,
         "margin_needed_over_random_mean": best + seed_std,
     }
+
+
+def searched_vs_random(rows: Sequence[dict], seed: int, with_supernet: bool) -> dict[str, Any]:
+    """A comparison's summary: the searched network (``rows[0]``) against the random ones (the
+    rest) by mean top-1 over seeds (``top1``, ``top1_seeds``): its rank, its margins with bootstrap
+    intervals, the seed noise, the band's headroom and, ``with_supernet``, Kendall's tau between the
+    supernet's ranking (``supernet_top1``) and the from-scratch one."""
+    from scipy.stats import kendalltau
+
+    searched_row, random_rows = rows[0], rows[1:]
+    random_top1 = [r["top1"] for r in random_rows]
+    summary = {
+        "searched_top1": searched_row["top1"],
+        "random_top1_mean": statistics.fmean(random_top1),
+        "random_top1_std": statistics.stdev(random_top1) if len(random_top1) > 1 else 0.0,
+        "random_top1_best": max(random_top1),
+        "searched_rank": 1 + sum(t > searched_row["top1"] for t in random_top1),
+        "random_beaten": sum(t < searched_row["top1"] for t in random_top1),
+        "networks": len(rows),
+        "seeds": len(searched_row["top1_seeds"]),
+        "pooled_seed_std": pooled_std([r["top1_seeds"] for r in rows]),
+        **bootstrap_margins(searched_row["top1_seeds"], [r["top1_seeds"] for r in random_rows], seed=seed),
+    }
+    summary.update(headroom(summary["random_top1_std"], summary["pooled_seed_std"], len(random_rows)))
+    if with_supernet:
+        tau = kendalltau([r["supernet_top1"] for r in rows], [r["top1"] for r in rows]).statistic
+        summary["kendall_tau_supernet_vs_scratch"] = None if tau != tau else float(tau)  # NaN when all tie
+    return summary
+
+
+def rank_stats(
+    proxy: list[float], truth: list[float], seed: int = 0, replicates: int = 2000, top_fraction: float = 0.25
+) -> dict[str, Any]:
+    """Kendall's tau and Spearman's rho of ``proxy`` against ``truth`` with 95% bootstrap intervals
+    (networks resampled), and the overlap of their top ``top_fraction``."""
+    from scipy.stats import kendalltau, spearmanr
+
+    x, y = np.asarray(proxy, dtype=float), np.asarray(truth, dtype=float)
+    rng = np.random.default_rng(seed)
+    taus, rhos = [], []
+    for _ in range(replicates):
+        idx = rng.integers(0, len(x), len(x))
+        if len(set(x[idx])) > 1 and len(set(y[idx])) > 1:
+            taus.append(kendalltau(x[idx], y[idx]).statistic)
+            rhos.append(spearmanr(x[idx], y[idx]).statistic)
+    k = max(1, int(round(top_fraction * len(x))))
+    top = len(set(np.argsort(-x)[:k]) & set(np.argsort(-y)[:k])) / k
+    return {
+        "kendall_tau": _finite(kendalltau(x, y).statistic),
+        "kendall_tau_ci": _ci(taus),
+        "spearman_rho": _finite(spearmanr(x, y).statistic),
+        "spearman_rho_ci": _ci(rhos),
+        f"top{k}_overlap": top,
+    }
+
+
+def tau_difference(
+    first: list[float], second: list[float], truth: list[float], seed: int = 0, replicates: int = 2000
+) -> dict[str, Any]:
+    """Kendall's tau of ``first`` minus that of ``second`` (both against ``truth``), with a 95%
+    paired bootstrap interval: each replicate resamples the networks once for both rankings. Two
+    rankings of the same networks share their noise, so their difference is known far better than
+    their separate intervals suggest."""
+    from scipy.stats import kendalltau
+
+    a, b, y = (np.asarray(v, dtype=float) for v in (first, second, truth))
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(replicates):
+        idx = rng.integers(0, len(y), len(y))
+        if min(len(set(a[idx])), len(set(b[idx])), len(set(y[idx]))) > 1:
+            diffs.append(kendalltau(a[idx], y[idx]).statistic - kendalltau(b[idx], y[idx]).statistic)
+    tau_a, tau_b = kendalltau(a, y).statistic, kendalltau(b, y).statistic
+    return {"difference": _finite(tau_a - tau_b), "ci": _ci(diffs)}
+
+
+def rankings_against(
+    truth: list[float], rankers: dict[str, list[float]], seed: int = 0, reference: str = "supernet"
+) -> dict[str, dict[str, Any]]:
+    """:func:`rank_stats` of every ranking in ``rankers`` against ``truth``; every one but
+    ``reference`` also gets ``<reference>_minus_tau``, the paired :func:`tau_difference` of the
+    reference ranking and it."""
+    stats = {name: rank_stats(values, truth, seed=seed) for name, values in rankers.items()}
+    for name, values in rankers.items():
+        if name != reference:
+            stats[name][f"{reference}_minus_tau"] = tau_difference(rankers[reference], values, truth, seed=seed)
+    return stats
+
+
+def _finite(value: float) -> float | None:
+    return None if value != value else float(value)
+
+
+def _ci(values: list[float]) -> list[float] | None:
+    values = [v for v in values if v == v]
+    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if values else None

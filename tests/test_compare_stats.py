@@ -119,7 +119,7 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
 
 
 def test_compare_table_shows_latency_intervals():
-    from nas.compare import table_lines, to_csv
+    from nas.studies.compare import table_lines, to_csv
 
     row = {
         "network": "searched",

@@ -239,7 +239,7 @@ def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypa
     from nas.cli import main
     from nas.latency import LatencyTable
     from nas.metrics import count_params
-    from nas.space import load_space
+    from nas.space_files import load_space
     from supernets import build_supernet, extract
 
     monkeypatch.setenv("NAS_LATENCY_DIR", str(tmp_path / "tables"))

@@ -4,7 +4,7 @@ import json
 import subprocess
 
 from nas.cli import main
-from nas.provenance import RunClock, code_version
+from nas.runs.provenance import RunClock, code_version
 
 QUICK = ["--epochs", "1", "--batch-size", "32", "--eval-batch-size", "128", "--log-every", "2", "--img-size", "32"]
 
@@ -41,10 +41,10 @@ def test_a_new_run_restarts_the_count_and_a_bad_wall_file_is_only_a_warning(tmp_
 
 def test_a_session_records_the_code_it_started_with(tmp_path, monkeypatch):
     """A commit made while a long run goes, before its first save, does not change what it says it ran."""
-    import nas.provenance
+    import nas.runs.provenance
 
     started = code_version()
     clock = RunClock(tmp_path, resume=False)
-    monkeypatch.setattr(nas.provenance, "code_version", lambda: {"commit": "later", "dirty": True})
+    monkeypatch.setattr(nas.runs.provenance, "code_version", lambda: {"commit": "later", "dirty": True})
     assert clock.summary()["commit"] == started["commit"] != "later"
     assert json.loads((tmp_path / "wall.json").read_text())["sessions"][0]["commit"] == started["commit"]

@@ -8,7 +8,7 @@ import pytest
 
 from nas import ArchConfig
 from nas.cli import main
-from nas.rankcheck import rank_stats
+from nas.stats import rank_stats
 
 
 def test_rank_stats_on_known_rankings():
@@ -23,7 +23,7 @@ def test_rank_stats_on_known_rankings():
 
 
 def test_tau_difference_is_paired():
-    from nas.rankcheck import tau_difference
+    from nas.stats import tau_difference
 
     truth = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     same = tau_difference([1, 2, 3, 4, 5, 6, 7, 8], [10, 20, 30, 40, 50, 60, 70, 80], truth)
@@ -37,7 +37,7 @@ def test_tau_difference_is_paired():
 
 
 def test_spread_indices_span_the_study():
-    from nas.rankcheck import spread_indices
+    from nas.studies.rankcheck import spread_indices
 
     assert spread_indices(20, 5) == [0, 5, 10, 14, 19] and spread_indices(20, 0) == []
     assert spread_indices(5, 2) == [0, 4] and spread_indices(5, 1) == [2] and spread_indices(4, 4) == [0, 1, 2, 3]
@@ -45,8 +45,8 @@ def test_spread_indices_span_the_study():
 
 @pytest.mark.slow
 def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys, monkeypatch):
-    import nas.rankcheck as study
-    from nas.rankcheck import tau_difference
+    import nas.studies.rankcheck as study
+    from nas.studies.rankcheck import tau_difference
 
     # 2000 bootstrap replicates per interval are most of a study's time; 200 serve every check here
     monkeypatch.setattr(study, "rank_stats", functools.partial(rank_stats, replicates=200))

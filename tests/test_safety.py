@@ -18,10 +18,10 @@ import pytest
 import torch
 from helpers import copy_run, search_argv
 
-from nas.checkpoint import load_checkpoint
 from nas.cli import main
 from nas.core.errors import NasError
-from nas.runlock import RunLock
+from nas.runs.checkpoint import load_checkpoint
+from nas.runs.lock import RunLock
 from nas.search.evaluator import DiskCache
 
 
@@ -570,7 +570,7 @@ def test_lock_names_a_live_holder_and_takes_over_a_dead_one(tmp_path):
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from nas.runlock import RunLock\n"
+            "from nas.runs.lock import RunLock\n"
             f"RunLock({str(tmp_path)!r}, 'search').acquire()\n"
             "print('held', flush=True); time.sleep(60)",
         ],

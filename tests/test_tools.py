@@ -350,7 +350,7 @@ def test_train_supernet_from_released_weights_of_its_largest_network(tmp_path, c
 def test_train_supernet_again_from_a_trained_supernets_checkpoint(tmp_path, capsys):
     # A warm restart (issue 11's longer training): a supernet's checkpoint is its largest network's
     # weights, so --init takes it and a new schedule starts from where the first stopped.
-    from nas.checkpoint import file_digest
+    from nas.runs.checkpoint import file_digest
 
     def train(run: Path, *extra: str) -> dict:
         args = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny", "--run", str(run)]
@@ -374,7 +374,7 @@ def test_train_supernet_again_from_a_trained_supernets_checkpoint(tmp_path, caps
 def test_released_weights_load_exactly(tmp_path):
     import timm
 
-    from nas.checkpoint import load_pretrained
+    from nas.runs.checkpoint import load_pretrained
     from supernets import build_supernet
 
     reference = timm.create_model("efficientformerv2_l", num_classes=10).eval()

@@ -21,12 +21,12 @@ from typing import NamedTuple
 
 import yaml
 
-from nas.checkpoint import file_digest
 from nas.core.arch import ArchConfig
 from nas.latency import LatencyTable
 from nas.metrics import count_macs, count_params
+from nas.runs.checkpoint import file_digest
 from nas.search.objective import Objective, cost_function
-from nas.space import load_space
+from nas.space_files import load_space
 from nas.stats import expected_max_normal, headroom
 
 HERE = Path(__file__).resolve().parent
@@ -637,7 +637,7 @@ def _supernet_label(supernet: Path) -> str:
 
 def _variant_evidence(baselines: dict[float, tuple[dict, dict]], head: str) -> str:
     """The searches and comparisons run with variant supernets, in one table with the baseline's at the target."""
-    from nas.compare import table_lines
+    from nas.studies.compare import table_lines
 
     rows, notes, details = [], [], []
     targets = sorted({_yaml(HERE / search_name / "config.yaml")["target"] for search_name, _ in VARIANT_EVIDENCE})
@@ -876,7 +876,7 @@ def _budget_section(
 ) -> str:
     """One budget's subsection of ``search-evidence.md``: the searched network, the comparison's table, the
     supernet's tau over the band and both runs' provenance."""
-    from nas.compare import table_lines
+    from nas.studies.compare import table_lines
 
     arch = ArchConfig.from_dict(search["arch"])
     tau = compare["summary"].get("kendall_tau_supernet_vs_scratch")
@@ -1355,7 +1355,7 @@ def _seed0_rerun_line() -> str:
 def _main_rank_section() -> tuple[str, dict, str, bool]:
     """The ranking study on the main space: its subsection, its result, the verdict's sentences and
     whether the target is met."""
-    from nas.rankcheck import ranking_lines
+    from nas.studies.rankcheck import ranking_lines
 
     folder = HERE / MAIN_RANK
     plan, rank = _json(folder / "plan.json")["config"], _json(folder / "result.json")
@@ -1384,7 +1384,7 @@ The short recipe's ranking was checked against a longer one on the tiny space on
 def _main_rank_seed_section(rank: dict) -> str:
     """The other main-space supernets ranking the first study's networks against the same from-scratch trainings:
     seed 1 (retrained), and each longer-trained supernet, paired against the supernet of its first epoch."""
-    from nas.rankcheck import tau_difference
+    from nas.stats import tau_difference
 
     zero_cost, _, _ = _ranking_verdict(rank)
     studies = [(MAIN_RANK_SEED1, MAIN_SEED1_RERUN, MAIN_RANK)] + [
@@ -1476,8 +1476,9 @@ def _tau_words(rankings: dict, zero_cost: str) -> str:
 
 def search_evidence_doc() -> str:
     """``search-evidence.md``: issue 11's seeded comparisons at two budgets and the ranking study."""
-    from nas.rankcheck import ranking_lines, tau_difference
     from nas.recipe import recipe_from_saved
+    from nas.stats import tau_difference
+    from nas.studies.rankcheck import ranking_lines
 
     supernet = HERE / EVIDENCE_SUPERNET
     budget_rows, sections, verdicts, searches, baselines = [], [], [], [], {}

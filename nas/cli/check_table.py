@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         check_table,
         median_ape,
     )
-    from nas.space import load_space
+    from nas.space_files import load_space
 
     device = get_device(args.device)
     if device.kind != "local":

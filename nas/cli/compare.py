@@ -68,7 +68,7 @@ def add_parser(sub) -> None:
 def search_defaults(arch_path: str) -> dict:
     """objective, device, img_size, supernet, BatchNorm calibration and data of the ``nas search``
     run that wrote ``arch_path`` (nothing when it was not written by one)."""
-    from nas.runconfig import SearchRunConfig, read_run_config, run_config_from
+    from nas.runs.config import SearchRunConfig, read_run_config, run_config_from
 
     config_path = Path(arch_path).parent / "config.yaml"
     if not config_path.exists():
@@ -91,34 +91,30 @@ def search_defaults(arch_path: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
     print the table and summary; return the exit code."""
-    from nas.compare import compare, summary_line, table_lines
-    from nas.space import find_space
+    from nas.space_files import find_space
+    from nas.studies.compare import CompareRequest, compare, summary_line, table_lines
 
     space = find_space(args.searched, args.space)
     label, arch = space.resolve(args.searched)
     defaults = search_defaults(args.searched)
-    objective = args.objective or defaults.get("objective", "mes")
-    device = args.device or defaults.get("device")
-    img_size = args.price_size or defaults.get("img_size", 224)
-    data = args.data if args.data is not None else defaults.get("data")
     supernet = args.supernet or defaults.get("supernet")
-    supernet = None if supernet in (None, "none") else supernet
-    # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
-    bn_calib_batches = args.recipe_bn_calib_batches or defaults.get("bn_calib_batches")
-    recipe = recipe_from_args(args)
     out = args.out or f"runs/compare-{arch.digest}"
-    result = compare(
-        arch,
-        space,
-        args.random,
-        recipe,
-        data,
-        out,
+    request = CompareRequest(
+        searched=arch,
+        space=space,
+        recipe=recipe_from_args(args),
+        out=out,
+        n_random=args.random,
+        data=args.data if args.data is not None else defaults.get("data"),
         seed=args.seed,
-        device=device,
-        img_size=img_size,
-        objective_name=objective,
+        seeds=args.seeds,
+        objective=args.objective or defaults.get("objective", "mes"),
         tolerance=args.tolerance,
+        device=args.device or defaults.get("device"),
+        img_size=args.price_size or defaults.get("img_size", 224),
+        supernet=None if supernet in (None, "none") else supernet,
+        # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
+        bn_calib_batches=args.recipe_bn_calib_batches or defaults.get("bn_calib_batches"),
         workers=args.workers,
         ray_address=args.ray_address,
         threads_per_worker=args.threads_per_worker,
@@ -126,10 +122,8 @@ def run(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         recipe_name=str(args.recipe),
         searched_label=label,
-        supernet_run=supernet,
-        bn_calib_batches=bn_calib_batches,
-        seeds=args.seeds,
     )
+    result = compare(request)
     o = result["objective"]
     lines = [
         f"budget: {o['name']} {o['target']:.4g} (the searched network's)",

@@ -54,29 +54,27 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas demo``: the whole pipeline on scikit-learn's digits, announcing each stage and printing
     the comparison; return the exit code."""
-    from nas.compare import summary_line, table_lines
-    from nas.demo import demo
     from nas.recipe import load_recipe
+    from nas.studies.compare import summary_line, table_lines
+    from nas.studies.demo import DemoRequest, demo
 
     recipe = load_recipe("demo")
-    supernet_recipe = dataclasses.replace(recipe, epochs=args.supernet_epochs)
-    train_recipe = dataclasses.replace(recipe, epochs=args.train_epochs)
 
     def stage(text: str) -> None:
         if not args.json:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
 
-    result = demo(
-        args.run,
+    request = DemoRequest(
+        run=args.run,
         seed=args.seed,
-        supernet_recipe=supernet_recipe,
-        train_recipe=train_recipe,
+        supernet_recipe=dataclasses.replace(recipe, epochs=args.supernet_epochs),
+        train_recipe=dataclasses.replace(recipe, epochs=args.train_epochs),
         n_random=args.random,
         workers=args.workers,
         target_fraction=args.target_fraction,
-        on_stage=stage,
     )
+    result = demo(request, on_stage=stage)
     sup, found, comparison = result["supernet"], result["search"], result["comparison"]
     seconds = result["seconds"]
     lines = [

@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas export``: write ARCH as an ONNX (checked against PyTorch) or Core ML file; return the exit code."""
     from nas.export import export
-    from nas.space import find_space
+    from nas.space_files import find_space
 
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)

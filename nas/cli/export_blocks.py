@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas export-blocks``: write the space's blocks (and named members) as Core ML files with
     a manifest and a CSV to fill in; return the exit code."""
     from nas.latency.onphone import export_blocks
-    from nas.space import load_space
+    from nas.space_files import load_space
 
     manifest = export_blocks(
         args.device,

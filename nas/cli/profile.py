@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     ``--device``), or price ``--timm MODEL``; return the exit code."""
     from nas.latency import LatencyTable
     from nas.metrics import count_macs, count_params, mes
-    from nas.space import find_space
+    from nas.space_files import find_space
     from supernets import get_family
 
     if args.timm:

@@ -57,18 +57,18 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas rank-check``: compare the supernet's and the free rankings of sub-networks with
     training them from scratch, and print the result; return the exit code."""
-    from nas.rankcheck import rank_check, ranking_lines
+    from nas.studies.rankcheck import RankCheckRequest, rank_check, ranking_lines
 
     # --bn-calib-batches is the supernet's calibration; a fixed network's training never reads it, so
     # it stays the recipe's and a study with another calibration can reuse these trainings.
     recipe = dataclasses.replace(recipe_from_args(args), bn_calib_batches=load_recipe(args.recipe).bn_calib_batches)
     full = load_recipe(args.full_recipe) if args.full_recipe else None
     out = args.out or f"runs/rank-check-{args.n}"
-    result = rank_check(
+    request = RankCheckRequest(
         args.supernet,
-        args.n,
         recipe,
         out,
+        n=args.n,
         data=args.data,
         device=args.device,
         img_size=args.price_size,
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         recipe_name=str(args.recipe),
         scratch_from=args.scratch_from,
     )
+    result = rank_check(request)
     lines = [
         f"{result['n']} sub-networks of {result['space']}; rankings against from-scratch training:",
         *ranking_lines(result),

@@ -14,7 +14,6 @@ from nas.cli.common import (
     positive_float,
     positive_int,
 )
-from nas.core.errors import NasError
 from nas.core.typed_yaml import dump_yaml, write_text_atomic
 from nas.search.settings import OBJECTIVES
 
@@ -50,14 +49,13 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas sample``: write ``-n`` random sub-networks within the budget as arch YAMLs (with the
     ``config.yaml`` they were priced with) and print their costs; return the exit code."""
     from nas.latency import LatencyTable
-    from nas.search.objective import Objective, cost_function
+    from nas.search.objective import Objective, cost_function, require_table
     from nas.search.sample import sample_within_budget
-    from nas.space import load_space
+    from nas.space_files import load_space
 
     space = load_space(args.space)
     objective = Objective(args.objective, args.target)
-    if objective.name != "params" and not args.device:
-        raise NasError(f"objective {objective.name} needs --device (a latency table)")
+    require_table(objective.name, args.device)
     table = LatencyTable.load(args.device, space, args.img_size) if args.device else None
     cost = cost_function(table, args.img_size, args.num_classes)
     archs = sample_within_budget(space, args.n, objective, cost, random.Random(args.seed), args.tolerance)

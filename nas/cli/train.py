@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas train``: train ARCH from scratch and print its top-1 (only on the main process of a
     torchrun job); return the exit code."""
-    from nas.space import find_space
+    from nas.space_files import find_space
     from nas.train.fixed import train_fixed
 
     space = find_space(args.arch, args.space)

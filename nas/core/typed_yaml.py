@@ -1,6 +1,6 @@
 """YAML into typed, frozen dataclasses that reject unknown keys.
 
-Every config in the project (spaces, architectures, recipes, run configs in :mod:`nas.runconfig`)
+Every config in the project (spaces, architectures, recipes, run configs in :mod:`nas.runs.config`)
 goes through :func:`read_yaml` and :func:`from_mapping`, so a malformed file, an unknown key, a
 value of the wrong type or out of its range (:func:`setting`) always gives one
 :class:`~nas.core.errors.NasError` line naming the file and the field.

@@ -35,7 +35,7 @@ from nas.latency.table import (
     TableHeader,
     table_path,
 )
-from nas.runlock import RunLock
+from nas.runs.lock import RunLock
 from supernets import build_static
 
 log = logging.getLogger(__name__)

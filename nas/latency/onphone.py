@@ -35,8 +35,8 @@ from nas.latency.table import (
     today,
     tool_versions,
 )
-from nas.reports import write_json
-from nas.space import load_space
+from nas.runs.writers import write_json
+from nas.space_files import load_space
 from supernets import build_static
 
 log = logging.getLogger(__name__)

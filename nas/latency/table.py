@@ -23,7 +23,7 @@ from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import from_mapping, write_text_atomic
 from nas.latency.devices import get_device
-from nas.space import config_root, load_space
+from nas.space_files import config_root, load_space
 
 FORMAT = "nas-latency-table/1"
 SOURCES = ("measured", "predicted", "imported")

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-from nas.checkpoint import file_digest, load_checkpoint
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
@@ -23,8 +22,10 @@ from nas.core.typed_yaml import read_yaml
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
 from nas.evaluate import subnet_accuracy
 from nas.recipe import recipe_from_saved
-from nas.runconfig import SupernetRunConfig, read_run_config
-from nas.space import load_space
+from nas.runs.checkpoint import file_digest, load_checkpoint
+from nas.runs.config import SupernetRunConfig, run_config_from
+from nas.runs.folder import CONFIG, TRAINING, RunFolder
+from nas.space_files import load_space
 from supernets import build_supernet
 
 log = logging.getLogger(__name__)
@@ -68,19 +69,21 @@ class EvalSpec:
     def from_run(
         cls, run: str | Path, bn_calib_batches: int | None = None, search_images: int | None = None
     ) -> "EvalSpec":
-        run = Path(run)
-        checkpoint = run / "checkpoint.pt"
-        if not checkpoint.exists():
-            raise NasError(f"{run}: not a trained supernet run (no checkpoint.pt); train one with `nas train-supernet`")
-
-        raw = read_yaml(run / "config.yaml", "run config") or {}
+        folder = RunFolder(run, TRAINING)
+        if not folder.started:
+            raise NasError(
+                f"{folder.path}: not a trained supernet run (no {folder.checkpoint.name}); "
+                "train one with `nas train-supernet`"
+            )
+        config_path = folder.path / CONFIG
+        raw = read_yaml(config_path, "run config") or {}  # read once: its command, then its settings
         if not isinstance(raw, dict) or raw.get("command") != "train-supernet":
             command = raw.get("command") if isinstance(raw, dict) else None
-            raise NasError(f"{run}: not a supernet run (config.yaml says {command!r})")
-        config = read_run_config(run / "config.yaml", SupernetRunConfig)
+            raise NasError(f"{folder.path}: not a supernet run (config.yaml says {command!r})")
+        config = run_config_from(raw, config_path, SupernetRunConfig)
         space = config.space_file if config.space_file and Path(config.space_file).exists() else config.space
         return cls(
-            str(checkpoint),
+            str(folder.checkpoint),
             str(space),
             config.data,
             dataclasses.asdict(config.recipe),

@@ -20,7 +20,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace, block_slots
 from nas.core.typed_yaml import dump_yaml, write_text_atomic
-from nas.reports import pyplot, save_figure
+from nas.runs.writers import pyplot, save_figure
 from nas.search.greedy import AccuracyFn, CostFn
 from nas.search.objective import Objective
 from nas.search.strategy import SearchContext, register_strategy

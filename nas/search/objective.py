@@ -65,6 +65,12 @@ class Objective:
         return {"mes": "MES", "latency": "ms", "params": "parameters"}[self.name]
 
 
+def require_table(objective: str, device: str | None) -> None:
+    """Refuse an objective priced by a latency table (``mes``, ``latency``) without ``--device``."""
+    if objective != "params" and not device:
+        raise NasError(f"objective {objective} needs --device (a latency table)")
+
+
 def cost_function(table=None, img_size: int = 224, num_classes: int = 1000) -> Callable[[ArchConfig], Cost]:
     """Exact parameters and (with a latency table) latency of an architecture."""
 

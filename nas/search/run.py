@@ -14,21 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nas.checkpoint import file_digest, load_checkpoint
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import dump_yaml, write_text_atomic
 from nas.latency import LatencyTable
-from nas.provenance import RunClock
-from nas.runconfig import SearchRunConfig, as_dict, read_run_config, require_resumable
-from nas.runlock import RunLock
+from nas.runs.checkpoint import file_digest, load_checkpoint
+from nas.runs.config import SearchRunConfig
+from nas.runs.folder import SEARCH, RunFolder
 from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
 from nas.search.greedy import SearchState, require_reachable
-from nas.search.objective import Objective, cost_function
+from nas.search.objective import Objective, cost_function, require_table
 from nas.search.pool import EvaluatorPool
 from nas.search.screen import ScreenConfig
 from nas.search.strategy import SearchContext, get_strategy
-from nas.space import load_space, recorded_source
+from nas.space_files import load_space, recorded_source
 from supernets import get_family
 
 log = logging.getLogger(__name__)
@@ -75,21 +73,21 @@ def search(request: SearchRequest) -> dict[str, Any]:
 
     Every input (the supernet run and its checkpoint, the space, the table, the data) is checked
     before the run folder is created; the folder is locked while the search runs; ``resume``
-    continues it only with the same settings (:class:`nas.runconfig.SearchRunConfig`)."""
+    continues it only with the same settings (:class:`nas.runs.config.SearchRunConfig`)."""
     strategy = get_strategy(request.strategy)
     prepared = _prepare(request)
     run = Path(request.run)
-    state = _check_run_folder(run, prepared.config, request.resume)
+    folder = RunFolder(run, SEARCH)
+    folder.check(prepared.config, request.resume)
+    state = _saved_state(run, request.resume)
     # The evaluators read the data and weights now: bad data fails before the folder exists.
     pool = EvaluatorPool(
         prepared.spec, request.workers, request.ray_address, DiskCache(run / "evaluations.jsonl", prepared.context)
     )
     try:
-        run.mkdir(parents=True, exist_ok=True)
-        with RunLock(run, "search"):
-            state = _check_run_folder(run, prepared.config, request.resume)  # again, now that no one else writes
-            write_text_atomic(run / "config.yaml", dump_yaml(as_dict(prepared.config)))
-            clock = RunClock(run, request.resume)
+        with folder.start(prepared.config, request.resume):  # checked again, now that no one else writes
+            state = _saved_state(run, request.resume)
+            clock = folder.clock(request.resume)
             return strategy.run(
                 SearchContext(
                     space=prepared.space,
@@ -121,8 +119,7 @@ def _prepare(request: SearchRequest) -> _Prepared:
     if request.space and load_space(request.space).name != space.name:
         raise NasError(f"--space {request.space} does not match the supernet run's space {space.name}")
     objective, device, greedy = request.objective, request.device, request.strategy == "greedy"
-    if objective.name != "params" and not device:
-        raise NasError(f"objective {objective.name} needs --device (a latency table)")
+    require_table(objective.name, device)
     table = LatencyTable.load(device, space, request.img_size) if device else None
     # Metadata only (tensors mapped, not read); every evaluator (one per Ray actor) loads the weights.
     checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
@@ -169,14 +166,7 @@ def _prepare(request: SearchRequest) -> _Prepared:
     return _Prepared(spec, space, cost, actions, config, context, table)
 
 
-def _check_run_folder(run: Path, config: SearchRunConfig, resume: bool) -> SearchState | None:
-    """The saved state to continue from (None: start), after checking ``run`` against ``resume``."""
-    config_path, state_path = run / "config.yaml", run / "state.json"
-    if not resume:
-        if config_path.exists() or state_path.exists() or (run / "trials.jsonl").exists():
-            raise NasError(f"{run} already holds a search; pass --resume to continue it or choose another --run")
-        return None
-    if not config_path.exists():
-        raise NasError(f"{run}: nothing to resume (no config.yaml)")
-    require_resumable(read_run_config(config_path, SearchRunConfig), config, config_path)
-    return SearchState.read(state_path) if state_path.exists() else None
+def _saved_state(run: Path, resume: bool) -> SearchState | None:
+    """The greedy state a resumed search continues from (None: start afresh)."""
+    state_path = run / "state.json"
+    return SearchState.read(state_path) if resume and state_path.exists() else None

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.typed_yaml import write_text_atomic
-from nas.reports import markdown_table, pyplot, save_figure, write_json
-from nas.runconfig import SearchRunConfig
+from nas.runs.config import SearchRunConfig
+from nas.runs.tboard import Curves
+from nas.runs.writers import markdown_table, pyplot, save_figure, write_json
 from nas.search.greedy import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
 from nas.search.strategy import SearchContext, register_strategy
-from nas.tboard import Curves
 
 
 class GreedyStrategy:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from nas.core.family import ActionsFn
     from nas.core.space import SearchSpace
     from nas.latency import LatencyTable
-    from nas.provenance import RunClock
-    from nas.runconfig import SearchRunConfig
+    from nas.runs.config import SearchRunConfig
+    from nas.runs.provenance import RunClock
     from nas.search.greedy import CostFn, SearchState
     from nas.search.objective import Objective
     from nas.search.pool import EvaluatorPool

@@ -16,7 +16,7 @@ from typing import Any
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.typed_yaml import write_text_atomic
-from nas.reports import write_json
+from nas.runs.writers import write_json
 from nas.search.objective import Cost, Objective
 from nas.search.strategy import SearchContext
 

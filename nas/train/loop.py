@@ -23,7 +23,11 @@ from timm.utils import dispatch_clip_grad
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nas.checkpoint import (
+from nas.core.errors import NasError
+from nas.data import Splits, data_fingerprint, load_splits, train_loader
+from nas.evaluate import autocast_for
+from nas.recipe import Recipe
+from nas.runs.checkpoint import (
     file_digest,
     load_checkpoint,
     load_pretrained,
@@ -31,16 +35,11 @@ from nas.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from nas.core.errors import NasError
-from nas.data import Splits, data_fingerprint, load_splits, train_loader
-from nas.evaluate import autocast_for
-from nas.provenance import RunClock
-from nas.recipe import Recipe
-from nas.runconfig import FixedRunConfig, as_dict
-from nas.tboard import Curves
+from nas.runs.config import FixedRunConfig, as_dict
+from nas.runs.folder import TRAINING, RunFolder
+from nas.runs.tboard import Curves
 from nas.train.distributed import DistEnv, seed_everything
 from nas.train.losses import classification_loss, load_teacher, param_groups
-from nas.train.runfolder import RunFolder
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ class Trainer:
     :meth:`step_record`."""
 
     command = "train"
-    config_class: type = FixedRunConfig  # what config.yaml holds (nas.runconfig)
+    config_class: type = FixedRunConfig  # what config.yaml holds (nas.runs.config)
     find_unused_parameters = False  # DDP: a supernet step leaves the unsampled weights without gradients
     compilable = False  # torch.compile: a fixed network's forward; a supernet's graph changes every step
 
@@ -72,7 +71,7 @@ class Trainer:
         self.device = self.env.device()
         self.recipe, self.seed, self.progress, self.data = recipe, seed, progress, data
         self.max_steps = max_steps  # stop early (tests); the schedule still spans all epochs
-        self.folder = RunFolder(run, self.env)
+        self.folder = RunFolder(run, TRAINING, self.env)
         seed_everything(seed)
         # Every input is checked before anything is written: data (each image decoded once), the
         # teacher and its checkpoint, the batch size against the images, the checkpoint to resume.
@@ -106,8 +105,9 @@ class Trainer:
                     init,
                     ", ".join(sorted({k.split(".")[0] for k in fresh})),
                 )
-        self.folder.prepare(self.run_config, resume)
-        self.clock = RunClock(self.folder.path, resume)
+        self.folder.check(self.run_config, resume)
+        self.folder.start(self.run_config, resume)
+        self.clock = self.folder.clock(resume)
         try:
             self._build(resume_state)
         except BaseException:
@@ -375,7 +375,7 @@ class Trainer:
                     **{k: v for k, v in result.items() if not isinstance(v, (dict, list))},
                 }
             )
-            self.folder.write_json("result.json", result)
+            self.folder.write_result(result)
             curves.add("eval", {k: v for k, v in result.items() if "top1" in k}, self.step)
             curves.close()
         return result

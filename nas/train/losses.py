@@ -7,9 +7,9 @@ import logging
 import torch
 import torch.nn as nn
 
-from nas.checkpoint import load_checkpoint
 from nas.core.errors import NasError
 from nas.recipe import Recipe
+from nas.runs.checkpoint import load_checkpoint
 
 log = logging.getLogger(__name__)
 

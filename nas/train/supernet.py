@@ -34,8 +34,8 @@ from nas.data import calibration_indices, eval_loader
 from nas.evaluate import subnet_accuracy
 from nas.metrics import count_params
 from nas.recipe import Recipe
-from nas.runconfig import SupernetRunConfig
-from nas.space import recorded_source
+from nas.runs.config import SupernetRunConfig
+from nas.space_files import recorded_source
 from nas.train.loop import Trainer
 from nas.train.losses import inplace_distill_loss
 from supernets import build_supernet, get_family

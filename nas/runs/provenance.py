@@ -23,7 +23,7 @@ from nas.core.typed_yaml import write_text_atomic
 
 log = logging.getLogger(__name__)
 
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 
 @lru_cache(maxsize=1)

@@ -68,7 +68,7 @@ class SearchRunConfig:
     img_size: int
     seed: int
     num_classes: int
-    space_file: str = setting("", free=True)  # where the space was read from (nas.space.recorded_source)
+    space_file: str = setting("", free=True)  # where the space was read from (nas.space_files.recorded_source)
     command: str = setting("search", choices=("search",))
     supernet_digest: str = ""  # SHA-256 of the supernet checkpoint the accuracies come from
     bn_calib_batches: int | None = None  # the one used (the supernet recipe's unless overridden)

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from nas.checkpoint import file_digest, load_checkpoint
-from nas.compare import supernet_accuracies, train_all, train_images_words
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
@@ -38,19 +36,17 @@ from nas.core.typed_yaml import write_text_atomic
 from nas.data import data_fingerprint, eval_loader, load_splits
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
-from nas.provenance import RunClock
 from nas.recipe import Recipe
-from nas.reports import write_csv, write_json
-from nas.runconfig import (
-    RankCheckRunConfig,
-    as_dict,
-    require_resumable,
-    run_config_from,
-)
-from nas.runlock import RunLock
+from nas.runs.checkpoint import file_digest, load_checkpoint
+from nas.runs.config import RankCheckRunConfig, run_config_from
+from nas.runs.folder import PLAN, RANKING, RunFolder
+from nas.runs.provenance import RunClock
+from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
-from nas.space import load_space
+from nas.space_files import load_space
+from nas.stats import rank_stats, rankings_against
+from nas.studies.jobs import supernet_accuracies, train_all, train_images_words, training_job
 from supernets import build_static
 
 
@@ -135,164 +131,111 @@ def zero_cost_proxies(
     return [cached[a.digest] for a in archs]
 
 
-def rank_stats(
-    proxy: list[float], truth: list[float], seed: int = 0, replicates: int = 2000, top_fraction: float = 0.25
-) -> dict[str, Any]:
-    """Kendall's tau and Spearman's rho of ``proxy`` against ``truth`` with 95% bootstrap intervals
-    (networks resampled), and the overlap of their top ``top_fraction``."""
-    from scipy.stats import kendalltau, spearmanr
+@dataclass(frozen=True)
+class RankCheckRequest:
+    """What ``nas rank-check`` is asked to do (the CLI's flags, as one object)."""
 
-    x, y = np.asarray(proxy, dtype=float), np.asarray(truth, dtype=float)
-    rng = np.random.default_rng(seed)
-    taus, rhos = [], []
-    for _ in range(replicates):
-        idx = rng.integers(0, len(x), len(x))
-        if len(set(x[idx])) > 1 and len(set(y[idx])) > 1:
-            taus.append(kendalltau(x[idx], y[idx]).statistic)
-            rhos.append(spearmanr(x[idx], y[idx]).statistic)
-    k = max(1, int(round(top_fraction * len(x))))
-    top = len(set(np.argsort(-x)[:k]) & set(np.argsort(-y)[:k])) / k
-    return {
-        "kendall_tau": _finite(kendalltau(x, y).statistic),
-        "kendall_tau_ci": _ci(taus),
-        "spearman_rho": _finite(spearmanr(x, y).statistic),
-        "spearman_rho_ci": _ci(rhos),
-        f"top{k}_overlap": top,
-    }
-
-
-def tau_difference(
-    first: list[float], second: list[float], truth: list[float], seed: int = 0, replicates: int = 2000
-) -> dict[str, Any]:
-    """Kendall's tau of ``first`` minus that of ``second`` (both against ``truth``), with a 95%
-    paired bootstrap interval: each replicate resamples the networks once for both rankings. Two
-    rankings of the same networks share their noise, so their difference is known far better than
-    their separate intervals suggest."""
-    from scipy.stats import kendalltau
-
-    a, b, y = (np.asarray(v, dtype=float) for v in (first, second, truth))
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(replicates):
-        idx = rng.integers(0, len(y), len(y))
-        if min(len(set(a[idx])), len(set(b[idx])), len(set(y[idx]))) > 1:
-            diffs.append(kendalltau(a[idx], y[idx]).statistic - kendalltau(b[idx], y[idx]).statistic)
-    tau_a, tau_b = kendalltau(a, y).statistic, kendalltau(b, y).statistic
-    return {"difference": _finite(tau_a - tau_b), "ci": _ci(diffs)}
+    supernet: str | Path  # run folder of `nas train-supernet`
+    recipe: Recipe  # the short from-scratch recipe
+    out: str | Path  # the study's folder
+    n: int = 20  # sub-networks
+    data: str | None = None  # image folder (None: the supernet's data)
+    device: str | None = None  # latency table device (adds the latency ranking; spreads by latency)
+    img_size: int = 224  # input size latency and MACs are priced at
+    seed: int = 0
+    full_recipe: Recipe | None = None  # a longer recipe to check the short one on ``full_n`` networks
+    full_n: int = 0
+    bn_calib_batches: int | None = None  # the supernet's BatchNorm calibration (None: its recipe's)
+    scratch_from: str | Path | None = None  # reuse this finished study's from-scratch results
+    workers: int = 0  # Ray workers (0: train in this process)
+    ray_address: str | None = None  # join an existing Ray cluster
+    threads_per_worker: int = 1
+    resume: bool = False
+    max_steps: int | None = None  # stop every training after this many steps (smoke runs)
+    recipe_name: str = ""  # how the user named the recipe (for the sources)
+    progress: bool = True
 
 
-def _finite(value: float) -> float | None:
-    return None if value != value else float(value)
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything checked and built before the study's folder is touched."""
+
+    config: RankCheckRunConfig
+    space: SearchSpace
+    spec: EvalSpec
+    context: dict
+    num_classes: int
+    table: LatencyTable | None
+    cost: Any
 
 
-def _ci(values: list[float]) -> list[float] | None:
-    values = [v for v in values if v == v]
-    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if values else None
-
-
-def rank_check(
-    supernet_run: str | Path,
-    n: int,
-    recipe: Recipe,
-    out: str | Path,
-    data: str | None = None,
-    device: str | None = None,
-    img_size: int = 224,
-    seed: int = 0,
-    workers: int = 0,
-    ray_address: str | None = None,
-    threads_per_worker: int = 1,
-    resume: bool = False,
-    max_steps: int | None = None,
-    full_recipe: Recipe | None = None,
-    full_n: int = 0,
-    bn_calib_batches: int | None = None,
-    recipe_name: str = "",
-    scratch_from: str | Path | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Run (or continue) the ranking study of ``supernet_run`` in ``out``.
+def rank_check(request: RankCheckRequest) -> dict[str, Any]:
+    """Run (or continue) the ranking study of ``request.supernet`` in ``request.out``.
 
     ``scratch_from`` names a finished study of the same networks, recipes, data and seed: its
     from-scratch trainings are reused and only the supernet is scored, so supernet variants (another
     training recipe, another BatchNorm calibration) are ranked against one ground truth at the cost
     of their own scoring."""
+    n, full_n = request.n, request.full_n
     if n < 4:
         raise NasError(f"-n must be at least 4 for a ranking, got {n}")
-    if not 0 <= full_n <= n or (full_n and full_recipe is None):
+    if not 0 <= full_n <= n or (full_n and request.full_recipe is None):
         raise NasError(f"--full-n must be between 0 and -n ({n}) and needs --full-recipe, got {full_n}")
-    spec = EvalSpec.from_run(supernet_run, bn_calib_batches)
+    prepared = _prepare(request)
+    config = prepared.config
+    scratch_from = Path(request.scratch_from) if request.scratch_from else None
+    reused = _reused_networks(scratch_from, config) if scratch_from else None
+    # Read before any folder is made: a study that cannot be reused leaves nothing behind.
+    recorded = _recorded_trainings(scratch_from, reused, spread_indices(n, full_n)) if reused is not None else None
+    folder = RunFolder(request.out, RANKING)
+    saved = folder.check(config, request.resume)
+    if saved is not None:
+        try:
+            archs = [ArchConfig.from_dict(a) for a in saved["networks"]]
+        except (KeyError, TypeError) as exc:
+            raise folder.corrupt(exc) from None
+    elif reused is not None:
+        archs = reused
+    else:
+        cost = prepared.cost
+        key = (lambda a: cost(a).latency_ms) if prepared.table is not None else (lambda a: cost(a).params)
+        archs = spread_sample(prepared.space, n, key, random.Random(request.seed))
+    with folder.start(config, request.resume, {"networks": [a.to_dict() for a in archs]}):
+        return _study(request, prepared, folder, archs, recorded)
+
+
+def _prepare(request: RankCheckRequest) -> _Prepared:
+    """Read and check the supernet run, the data and the table; the study's config."""
+    spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
     space = load_space(spec.space)
     load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-    data = spec.data if data is None else data
-    splits = load_splits(data, recipe, seed, hold_out_search=False)  # bad data fails before any folder
+    data = spec.data if request.data is None else request.data
+    splits = load_splits(data, request.recipe, request.seed, hold_out_search=False)  # bad data fails before any folder
     num_classes = splits.num_classes
     del splits
-    table = LatencyTable.load(device, space, img_size) if device else None
-    cost = cost_function(table, img_size, num_classes)
+    table = LatencyTable.load(request.device, space, request.img_size) if request.device else None
+    cost = cost_function(table, request.img_size, num_classes)
     context = spec.context()
     config = RankCheckRunConfig(
         space=space.name,
-        n=n,
-        device=device,
-        img_size=img_size,
+        n=request.n,
+        device=request.device,
+        img_size=request.img_size,
         data=data,
-        seed=seed,
-        recipe=recipe,
-        supernet=str(supernet_run),
+        seed=request.seed,
+        recipe=request.recipe,
+        supernet=str(request.supernet),
         supernet_digest=context["supernet_digest"],
         bn_calib_batches=context["bn_calib_batches"],
         data_fingerprint=data_fingerprint(data),
         table_digest=file_digest(table.path) if table is not None else None,
-        max_steps=max_steps,
-        full_recipe=full_recipe,
-        full_n=full_n,
-        recipe_name=recipe_name,
-        scratch_from=str(scratch_from or ""),
+        max_steps=request.max_steps,
+        full_recipe=request.full_recipe,
+        full_n=request.full_n,
+        recipe_name=request.recipe_name,
+        scratch_from=str(request.scratch_from or ""),
     )
-    out = Path(out)
-    plan_path = out / "plan.json"
-    reused = _reused_networks(Path(scratch_from), config) if scratch_from else None
-    # Read before any folder is made: a study that cannot be reused leaves nothing behind.
-    recorded = (
-        _recorded_trainings(Path(scratch_from), reused, spread_indices(n, full_n)) if reused is not None else None
-    )
-    if resume:
-        if not plan_path.exists():
-            raise NasError(f"{out}: nothing to resume (no plan.json)")
-        saved = json.loads(plan_path.read_text(encoding="utf-8"))
-        require_resumable(run_config_from(saved["config"], plan_path, RankCheckRunConfig), config, plan_path)
-        archs = [ArchConfig.from_dict(a) for a in saved["networks"]]
-    elif plan_path.exists():
-        raise NasError(f"{out} already holds a ranking study; pass --resume to continue it or choose another --out")
-    elif reused is not None:
-        archs = reused
-    else:
-        key = (lambda a: cost(a).latency_ms) if table is not None else (lambda a: cost(a).params)
-        archs = spread_sample(space, n, key, random.Random(seed))
-    out.mkdir(parents=True, exist_ok=True)
-    with RunLock(out, "rank-check"):
-        if not resume:
-            write_text_atomic(
-                plan_path,
-                json.dumps({"config": as_dict(config), "networks": [a.to_dict() for a in archs]}, indent=1) + "\n",
-            )
-        return _study(
-            out,
-            config,
-            space,
-            archs,
-            cost,
-            num_classes,
-            spec,
-            context,
-            workers,
-            ray_address,
-            threads_per_worker,
-            progress,
-            RunClock(out, resume),
-            recorded,
-        )
+    return _Prepared(config, space, spec, context, num_classes, table, cost)
 
 
 #: What must match for a study's from-scratch trainings to stand for another's (``scratch_from``).
@@ -302,8 +245,9 @@ SCRATCH_KEYS = ("space", "n", "data_fingerprint", "seed", "recipe", "full_recipe
 def _reused_networks(study: Path, config: RankCheckRunConfig) -> list[ArchConfig]:
     """The networks of the finished study in ``study``, after checking that its trainings are the
     ones ``config`` asks for."""
-    plan_path = study / "plan.json"
-    if not plan_path.exists() or not (study / "result.json").exists():
+    earlier_folder = RunFolder(study, RANKING)
+    plan_path = earlier_folder.path / PLAN
+    if not earlier_folder.started or not earlier_folder.finished:
         raise NasError(f"--scratch-from {study}: not a finished ranking study (no plan.json and result.json)")
     saved = json.loads(plan_path.read_text(encoding="utf-8"))
     earlier = run_config_from(saved["config"], plan_path, RankCheckRunConfig)
@@ -323,7 +267,7 @@ def _recorded_trainings(study: Path, archs: list[ArchConfig], checked: list[int]
     finished ``study`` recorded them in its result.json, with its description of them: a committed
     study keeps its results but not its training runs, and its numbers are the ground truth reused."""
     try:
-        earlier = json.loads((study / "result.json").read_text(encoding="utf-8"))
+        earlier = RunFolder(study, RANKING).read_result()
         rows, source = earlier["rows"], earlier["sources"]["from scratch"]
         digests = [r["digest"] for r in rows]
         short = [{"top1": float(r["scratch_top1"])} for r in rows]
@@ -339,104 +283,32 @@ def _recorded_trainings(study: Path, archs: list[ArchConfig], checked: list[int]
 
 
 def _study(
-    out: Path,
-    config: RankCheckRunConfig,
-    space: SearchSpace,
+    request: RankCheckRequest,
+    prepared: _Prepared,
+    folder: RunFolder,
     archs: list[ArchConfig],
-    cost,
-    num_classes: int,
-    spec: EvalSpec,
-    context: dict,
-    workers: int,
-    ray_address: str | None,
-    threads_per_worker: int,
-    progress: bool,
-    clock: RunClock,
     recorded: tuple[list, list, str] | None,
 ) -> dict[str, Any]:
     """The study itself; ``recorded`` is a reused study's from-scratch results, which it does not train."""
+    config, out = prepared.config, folder.path
+    clock = folder.clock(request.resume)
     names = [f"net-{i:02d}" for i in range(len(archs))]
-
-    def jobs(recipe: Recipe, folder: str, indices: list[int], max_steps: int | None) -> list[dict]:
-        return [
-            {
-                "name": names[i],
-                "arch": archs[i].to_dict(),
-                "recipe": asdict(recipe),
-                "data": config.data,
-                "run": str(out / folder / names[i]),
-                "seed": config.seed,
-                "max_steps": max_steps,
-                "space": space.name,
-                "progress": progress,
-            }
-            for i in indices
-        ]
-
     checked = spread_indices(len(archs), config.full_n)
     if recorded is not None:
         short, full, scratch_source = recorded
     else:
-        everything = list(range(len(archs)))
-        short = train_all(
-            jobs(config.recipe, "runs", everything, config.max_steps), workers, ray_address, threads_per_worker, clock
-        )
-        full = (
-            train_all(
-                jobs(config.full_recipe, "runs-full", checked, config.max_steps),
-                workers,
-                ray_address,
-                threads_per_worker,
-                clock,
-            )
-            if config.full_n
-            else []
-        )
-        first = short[0]
-        scratch_source = (
-            f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps on "
-            f"{train_images_words(first, config.recipe)} with recipe {config.recipe_name or 'custom'} "
-            f"(seed {config.seed}); data: {config.data or 'scikit-learn digits'}"
-        )
-    supernet = supernet_accuracies(spec, context, archs, out)
-    proxies = zero_cost_proxies(archs, config.recipe, config.data, config.seed, num_classes, out)
-    rows = []
-    for name, arch, trained, sup, zc in zip(names, archs, short, supernet, proxies):
-        c = cost(arch)
-        rows.append(
-            {
-                "network": name,
-                "scratch_top1": trained["top1"],
-                "supernet_top1": sup,
-                "params": c.params,
-                "macs": count_macs(arch, config.img_size, num_classes),
-                "latency_ms": c.latency_ms,
-                "mes": c.mes,
-                **zc,
-                "digest": arch.digest,
-                "arch": arch.to_dict(),
-            }
-        )
+        short, full = _train(request, prepared, out, names, archs, checked, clock)
+        scratch_source = _scratch_source(config, short[0])
+    supernet = supernet_accuracies(prepared.spec, prepared.context, archs, out)
+    proxies = zero_cost_proxies(archs, config.recipe, config.data, config.seed, prepared.num_classes, out)
+    rows = _rows(names, archs, short, supernet, proxies, prepared.cost, config.img_size, prepared.num_classes)
     truth = [r["scratch_top1"] for r in rows]
-    rankers = {
-        "supernet": [r["supernet_top1"] for r in rows],
-        "params": [r["params"] for r in rows],
-        "macs": [r["macs"] for r in rows],
-        "synflow": [r["synflow"] for r in rows],
-        "grad_norm": [r["grad_norm"] for r in rows],
-    }
-    if rows[0]["latency_ms"] is not None:
-        rankers["latency"] = [r["latency_ms"] for r in rows]
-    stats = {name: rank_stats(values, truth, seed=config.seed) for name, values in rankers.items()}
-    for name, values in rankers.items():
-        if name != "supernet":
-            stats[name]["supernet_minus_tau"] = tau_difference(rankers["supernet"], values, truth, seed=config.seed)
     result: dict[str, Any] = {
-        "space": space.name,
+        "space": prepared.space.name,
         "supernet": config.supernet,
         "n": len(rows),
         "rows": rows,
-        "rankings": stats,
+        "rankings": rankings_against(truth, _rankers(rows), seed=config.seed),
     }
     if full:
         result["short_vs_full"] = {
@@ -457,8 +329,87 @@ def _study(
     result["provenance"] = clock.summary()
     write_csv(out / "rank.csv", rows, CSV_FIELDS)
     write_text_atomic(out / "rank.md", to_markdown(result))
-    write_json(out / "result.json", result)
+    folder.write_result(result)
     return result
+
+
+def _train(
+    request: RankCheckRequest,
+    prepared: _Prepared,
+    out: Path,
+    names: list[str],
+    archs: list[ArchConfig],
+    checked: list[int],
+    clock: RunClock,
+) -> tuple[list[dict], list[dict]]:
+    """Every network trained with the short recipe, and the ``checked`` ones with the full recipe."""
+    config = prepared.config
+
+    def jobs(recipe: Recipe, folder: str, indices: list[int]) -> list[dict]:
+        return [
+            training_job(
+                names[i],
+                archs[i],
+                recipe,
+                config.data,
+                out / folder / names[i],
+                config.seed,
+                config.max_steps,
+                prepared.space.name,
+                request.progress,
+            )
+            for i in indices
+        ]
+
+    pool = (request.workers, request.ray_address, request.threads_per_worker)
+    short = train_all(jobs(config.recipe, "runs", list(range(len(archs)))), *pool, clock)
+    full = train_all(jobs(config.full_recipe, "runs-full", checked), *pool, clock) if config.full_n else []
+    return short, full
+
+
+def _scratch_source(config: RankCheckRunConfig, first: dict) -> str:
+    """Where the from-scratch top-1 comes from, in words."""
+    return (
+        f"top-1 on {first['val']} ({first['val_images']} images) after {first['step']} steps on "
+        f"{train_images_words(first, config.recipe)} with recipe {config.recipe_name or 'custom'} "
+        f"(seed {config.seed}); data: {config.data or 'scikit-learn digits'}"
+    )
+
+
+def _rows(names, archs, short, supernet, proxies, cost, img_size: int, num_classes: int) -> list[dict]:
+    """One row per network: its from-scratch and supernet top-1, its costs and its zero-cost proxies."""
+    rows = []
+    for name, arch, trained, sup, zc in zip(names, archs, short, supernet, proxies):
+        c = cost(arch)
+        rows.append(
+            {
+                "network": name,
+                "scratch_top1": trained["top1"],
+                "supernet_top1": sup,
+                "params": c.params,
+                "macs": count_macs(arch, img_size, num_classes),
+                "latency_ms": c.latency_ms,
+                "mes": c.mes,
+                **zc,
+                "digest": arch.digest,
+                "arch": arch.to_dict(),
+            }
+        )
+    return rows
+
+
+def _rankers(rows: list[dict]) -> dict[str, list[float]]:
+    """Every ranking of the networks the study weighs against training them from scratch."""
+    rankers = {
+        "supernet": [r["supernet_top1"] for r in rows],
+        "params": [r["params"] for r in rows],
+        "macs": [r["macs"] for r in rows],
+        "synflow": [r["synflow"] for r in rows],
+        "grad_norm": [r["grad_norm"] for r in rows],
+    }
+    if rows[0]["latency_ms"] is not None:
+        rankers["latency"] = [r["latency_ms"] for r in rows]
+    return rankers
 
 
 CSV_FIELDS = (

@@ -1,0 +1,132 @@
+"""Training many networks from scratch, and scoring them with supernet weights: what the studies share.
+
+A job is one network trained from scratch with one seed, as plain data (it may run in a Ray
+worker): its own ``nas train`` run folder, skipped when finished and resumed when interrupted, so
+a study that is run again (or a Ray task that is retried) continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from nas.cluster import start_ray
+from nas.core.arch import ArchConfig
+from nas.recipe import Recipe, recipe_from_saved
+from nas.runs.folder import TRAINING, RunFolder
+from nas.runs.provenance import RunClock
+from nas.search.evaluator import DiskCache
+from nas.search.pool import EvaluatorPool
+from nas.train.fixed import train_fixed
+
+
+def training_job(
+    name: str,
+    arch: ArchConfig,
+    recipe: Recipe,
+    data: str | None,
+    run: str | Path,
+    seed: int,
+    max_steps: int | None,
+    space: str,
+    progress: bool,
+) -> dict[str, Any]:
+    """One training from scratch as plain data (what :func:`train_one` takes)."""
+    return {
+        "name": name,
+        "arch": arch.to_dict(),
+        "recipe": asdict(recipe),
+        "data": data,
+        "run": str(run),
+        "seed": seed,
+        "max_steps": max_steps,
+        "space": space,
+        "progress": progress,
+    }
+
+
+def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]:
+    """Train one network of a study from plain data (it may run in a Ray worker); resumes from the
+    run's checkpoint when there is one, so a retried task continues where it stopped."""
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    run = Path(job["run"])
+    return RunFolder(run, TRAINING).finished_or_run(
+        lambda resume: train_fixed(
+            ArchConfig.from_dict(job["arch"]),
+            recipe_from_saved(job["recipe"]),
+            job["data"],
+            run,
+            seed=job["seed"],
+            resume=resume,
+            progress=job["progress"],
+            max_steps=job["max_steps"],
+            label=job["name"],
+            space=job["space"],
+        ),
+    )
+
+
+def seed_run_name(network: str, k: int) -> str:
+    """The run folder of a network's ``k``-th seed: ``searched``, ``searched-seed1``, ... (the
+    first seed keeps the network's name, so single-seed comparisons keep their layout)."""
+    return network if k == 0 else f"{network}-seed{k}"
+
+
+def train_all(
+    jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int, clock: RunClock | None = None
+) -> list[dict]:
+    """Train every job (in Ray workers when ``workers`` or ``address`` is given), in job order;
+    ``clock`` records the wall time after each network."""
+    finished = all(RunFolder(job["run"]).finished for job in jobs)
+    if finished or (workers == 0 and address is None):
+        done = []
+        for job in tqdm(jobs, desc="compare: networks trained", disable=None):
+            done.append(train_one(job))
+            if clock is not None:
+                clock.tick()
+        return done
+    import ray
+
+    started = start_ray(address, workers * threads)
+    try:
+        # A task whose worker dies is retried; it resumes from the run's last checkpoint.
+        remote = ray.remote(num_cpus=threads, max_retries=3)(train_one)
+        pending = {remote.remote({**job, "progress": False}, threads): i for i, job in enumerate(jobs)}
+        results: list[dict | None] = [None] * len(jobs)
+        with tqdm(total=len(jobs), desc="compare: networks trained", disable=None) as bar:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    results[pending.pop(ref)] = ray.get(ref)
+                    bar.update(1)
+                    if clock is not None:
+                        clock.tick()
+        return results  # type: ignore[return-value]
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def supernet_accuracies(spec, context: dict, archs: list[ArchConfig], out: Path) -> list[float]:
+    """Supernet top-1 of each of ``archs`` (``spec``'s weights, in this process), cached in
+    ``out/supernet_evaluations.jsonl`` under ``context``."""
+    pool = EvaluatorPool(spec, cache=DiskCache(out / "supernet_evaluations.jsonl", context))
+    try:
+        return pool(archs)
+    finally:
+        pool.close()
+
+
+def train_images_words(result: dict, recipe: Recipe) -> str:
+    """How many images a training saw, and whether they were a subset (the recipe's ``train_images``)."""
+    n = result.get("train_images")
+    if n is None:  # runs written before the count was recorded
+        return "the training images"
+    return f"{n} training images" + (" (a class-balanced subset)" if recipe.train_images else "")
