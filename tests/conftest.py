@@ -2,11 +2,18 @@
 comparison of its result, each built once per session through the CLI and only read by the tests (a
 test that damages or continues one works on a copy: ``helpers.copy_run``)."""
 
+import os
 import random
 from pathlib import Path
 
 import pytest
 from helpers import compare_argv, search_argv
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under `pytest -n 2` each worker (and every process a test starts, which inherits this) computes
+    # on one thread: two workers of two threads each on 2 cores ran the suite 1.7x slower in all.
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 
 #: Three classes of real photographs, cut from the two pictures scikit-learn ships (no download):
 #: class -> (picture, region (left, top, right, bottom) the crops come from).
@@ -70,3 +77,13 @@ def tiny_comparison(tmp_path_factory, tiny_search):
     out = tmp_path_factory.mktemp("compare") / "out"
     assert main(compare_argv(tiny_search, out)) == 0
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread_per_xdist_worker():
+    """torch in an xdist worker computes on one thread (the variables above reach only new processes
+    if torch was imported before this file)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)

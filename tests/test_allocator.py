@@ -67,6 +67,7 @@ def test_unknown_malloc_setting_is_one_line(monkeypatch, capsys):
         retain_freed_memory("jemalloc")
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
 @pytest.mark.slow
 @glibc_only
 @pytest.mark.parametrize("choice", ["retain", "system"])

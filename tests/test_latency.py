@@ -240,6 +240,7 @@ def test_conformal_interval_covers_its_level():
     assert np.mean((fresh >= lo) & (fresh <= hi)) == pytest.approx(0.8, abs=0.04)
 
 
+@pytest.mark.slow  # fits the phone model on published facts for every shot count
 def test_few_shot_calibration():
     from dataclasses import replace
 

@@ -75,6 +75,7 @@ def test_not_a_supernet_run(tmp_path, capsys):
     assert "not a trained supernet run" in capsys.readouterr().err
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
 @pytest.mark.slow
 def test_ray_pool_survives_a_killed_worker(supernet_run):
     space = load_space("efficientformerv2-tiny")

@@ -207,6 +207,7 @@ def test_compare_on_a_tiny_slice(tiny_search, tiny_comparison, tmp_path, capsys)
     assert (out / "runs" / "random-1" / "checkpoint.pt").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
 @pytest.mark.slow
 def test_compare_on_ray_workers_trains_the_same_networks(tmp_path, capsys):
     arch_path = _searched_like_arch(tmp_path)
