@@ -13,7 +13,7 @@ import torch
 from nas import NasError, load_space
 from nas.cli import main
 from nas.recipe import load_recipe
-from nas.train.supernet import gumbel_temperature, train_supernet
+from nas.train.supernet import SupernetTrainingRequest, gumbel_temperature, train_supernet
 
 QUICK = [
     "--epochs",
@@ -85,7 +85,11 @@ def test_swiftformer_sandwich_and_teacher_distillation(tmp_path, monkeypatch):
     monkeypatch.setattr(loop, "load_teacher", load_teacher)
     monkeypatch.setattr(loop.Trainer, "supervised_loss", supervised_loss)
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, teacher="resnet18", bn_calib_batches=1)
-    result = train_supernet(load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3, progress=False)
+    result = train_supernet(
+        SupernetTrainingRequest(
+            load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3, progress=False
+        )
+    )
     assert result["step"] == 3 and "largest_top1" in result
     # The teacher labelled each step's batch, and its labels entered the loss (the distillation head's term).
     assert len(teacher_labels) == 3 and len(distilled) >= 3
@@ -97,7 +101,9 @@ def test_swiftformer_sandwich_and_teacher_distillation(tmp_path, monkeypatch):
 def test_gumbel_training_saves_alpha_and_importance(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=2, batch_size=32, bn_calib_batches=1, alpha_lr=0.05)
     result = train_supernet(
-        load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6, progress=False
+        SupernetTrainingRequest(
+            load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6, progress=False
+        )
     )
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     alphas = [v for k, v in state["model"].items() if k.startswith("arch_logits")]
@@ -247,11 +253,12 @@ def test_folder_without_images_and_unknown_recipe_field(tmp_path, capsys):
 
 def test_existing_run_needs_resume(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, bn_calib_batches=1)
-    train_supernet(load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False)
+    request = SupernetTrainingRequest(
+        load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False
+    )
+    train_supernet(request)
     with pytest.raises(NasError, match="pass --resume"):
-        train_supernet(
-            load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False
-        )
+        train_supernet(request)
 
 
 def test_sandwich_samples_within_a_parameter_band():

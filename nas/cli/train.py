@@ -30,23 +30,25 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas train``: train ARCH from scratch and print its top-1 (only on the main process of a
     torchrun job); return the exit code."""
     from nas.space_files import find_space
-    from nas.train.fixed import train_fixed
+    from nas.train.fixed import FixedTrainingRequest, train_fixed
 
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
     recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"
     result = train_fixed(
-        arch,
-        recipe,
-        args.data,
-        run_dir,
-        seed=args.seed,
-        resume=args.resume,
-        max_steps=args.max_steps,
-        label=label,
-        space=space.name,
-        init=args.init,
+        FixedTrainingRequest(
+            arch,
+            recipe,
+            args.data,
+            run_dir,
+            seed=args.seed,
+            resume=args.resume,
+            max_steps=args.max_steps,
+            label=label,
+            space=space.name,
+            init=args.init,
+        )
     )
     if "top1" not in result:  # not the main process of a torchrun job
         return 0

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas train-supernet``: train FAMILY's supernet on its space and print the top-1 of its
     largest and smallest sub-networks (only on the main process of a torchrun job); return the exit code."""
     from nas.space_files import load_space
-    from nas.train.supernet import train_supernet
+    from nas.train.supernet import SupernetTrainingRequest, train_supernet
     from supernets import get_family
 
     get_family(args.family)  # an unknown family is one line that lists the known
@@ -38,7 +38,16 @@ def run(args: argparse.Namespace) -> int:
     recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/supernet-{space.name}"
     result = train_supernet(
-        space, recipe, args.data, run_dir, seed=args.seed, resume=args.resume, max_steps=args.max_steps, init=args.init
+        SupernetTrainingRequest(
+            space,
+            recipe,
+            args.data,
+            run_dir,
+            seed=args.seed,
+            resume=args.resume,
+            max_steps=args.max_steps,
+            init=args.init,
+        )
     )
     if "largest_top1" not in result:  # not the main process of a torchrun job
         return 0

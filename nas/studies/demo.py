@@ -38,7 +38,7 @@ from nas.search.objective import Objective, cost_function
 from nas.search.run import SearchRequest, search
 from nas.space_files import load_space
 from nas.studies.compare import CompareRequest, compare
-from nas.train.supernet import train_supernet
+from nas.train.supernet import SupernetTrainingRequest, train_supernet
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,9 @@ class _Demo:
         self.say(f"[2/4] supernet: {DEMO_SPACE}, sandwich rule, {recipe.epochs} epochs on scikit-learn digits -> {run}")
         return RunFolder(run, TRAINING).finished_or_run(
             lambda resume: train_supernet(
-                space, recipe, None, run, seed=self.request.seed, resume=resume, progress=self.request.progress
+                SupernetTrainingRequest(
+                    space, recipe, None, run, seed=self.request.seed, resume=resume, progress=self.request.progress
+                )
             )
         )
 

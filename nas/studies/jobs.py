@@ -20,7 +20,7 @@ from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.search.evaluator import DiskCache
 from nas.search.pool import EvaluatorPool
-from nas.train.fixed import train_fixed
+from nas.train.fixed import FixedTrainingRequest, train_fixed
 
 
 def training_job(
@@ -59,16 +59,18 @@ def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]
     run = Path(job["run"])
     return RunFolder(run, TRAINING).finished_or_run(
         lambda resume: train_fixed(
-            ArchConfig.from_dict(job["arch"]),
-            recipe_from_saved(job["recipe"]),
-            job["data"],
-            run,
-            seed=job["seed"],
-            resume=resume,
-            progress=job["progress"],
-            max_steps=job["max_steps"],
-            label=job["name"],
-            space=job["space"],
+            FixedTrainingRequest(
+                ArchConfig.from_dict(job["arch"]),
+                recipe_from_saved(job["recipe"]),
+                job["data"],
+                run,
+                seed=job["seed"],
+                resume=resume,
+                progress=job["progress"],
+                max_steps=job["max_steps"],
+                label=job["name"],
+                space=job["space"],
+            )
         ),
     )
 

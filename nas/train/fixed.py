@@ -11,6 +11,7 @@ folder; without one the search split stays held out and is the score.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,18 +96,26 @@ class FixedTrainer(Trainer):
         return result
 
 
-def train_fixed(
-    arch: ArchConfig,
-    recipe: Recipe,
-    data: str | None,
-    run: str | Path,
-    seed: int = 0,
-    resume: bool = False,
-    progress: bool = True,
-    max_steps: int | None = None,
-    label: str = "",
-    space: str = "",
-    init: str | None = None,
-) -> dict[str, Any]:
-    """Train ``arch`` from scratch (or fine-tune it from released weights ``init``)."""
-    return FixedTrainer(arch, recipe, data, run, seed, resume, progress, max_steps, label, space, init).train()
+@dataclass(frozen=True)
+class FixedTrainingRequest:
+    """What ``nas train`` is asked to do (the CLI's flags, as one object)."""
+
+    arch: ArchConfig
+    recipe: Recipe
+    data: str | None  # image folder (None: scikit-learn's digits)
+    run: str | Path  # the run folder
+    seed: int = 0
+    resume: bool = False
+    progress: bool = True
+    max_steps: int | None = None  # stop after this many steps (the schedule still spans the epochs)
+    label: str = ""  # how the arch was named (member name or YAML path), for the record
+    space: str = ""  # the space the arch belongs to, for the record
+    init: str | None = None  # released weights to fine-tune from
+
+
+def train_fixed(request: FixedTrainingRequest) -> dict[str, Any]:
+    """Train ``request.arch`` from scratch (or fine-tune it from released weights ``request.init``)."""
+    r = request
+    return FixedTrainer(
+        r.arch, r.recipe, r.data, r.run, r.seed, r.resume, r.progress, r.max_steps, r.label, r.space, r.init
+    ).train()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -321,16 +322,22 @@ class SupernetTrainer(Trainer):
         return {**result, **self.strategy.result()}
 
 
-def train_supernet(
-    space: SearchSpace,
-    recipe: Recipe,
-    data: str | None,
-    run: str | Path,
-    seed: int = 0,
-    resume: bool = False,
-    progress: bool = True,
-    max_steps: int | None = None,
-    init: str | None = None,
-) -> dict[str, Any]:
-    """Train the supernet of ``space`` (``init``: released weights of its largest network to start from)."""
-    return SupernetTrainer(space, recipe, data, run, seed, resume, progress, max_steps, init).train()
+@dataclass(frozen=True)
+class SupernetTrainingRequest:
+    """What ``nas train-supernet`` is asked to do (the CLI's flags, as one object)."""
+
+    space: SearchSpace
+    recipe: Recipe
+    data: str | None  # image folder (None: scikit-learn's digits)
+    run: str | Path  # the run folder
+    seed: int = 0
+    resume: bool = False
+    progress: bool = True
+    max_steps: int | None = None  # stop after this many steps (the schedule still spans the epochs)
+    init: str | None = None  # released weights of the largest network (or a trained supernet) to start from
+
+
+def train_supernet(request: SupernetTrainingRequest) -> dict[str, Any]:
+    """Train the supernet of ``request.space`` (``init``: released weights of its largest network to start from)."""
+    r = request
+    return SupernetTrainer(r.space, r.recipe, r.data, r.run, r.seed, r.resume, r.progress, r.max_steps, r.init).train()
