@@ -5,8 +5,9 @@ loaded on first use (PEP 562), so importing a core module (``nas.core.*``, which
 in ``supernets`` import) or the command line's parsers (``nas --help``) does not pull in the engine.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nas.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from nas.core.arch import ArchConfig
@@ -27,11 +28,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'nas' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
