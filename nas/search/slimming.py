@@ -14,8 +14,9 @@ from typing import Any
 
 from nas.core.typed_yaml import write_text_atomic
 from nas.runs.config import SearchRunConfig
+from nas.runs.folder import RunFolder
 from nas.runs.tboard import Curves
-from nas.runs.writers import markdown_table, pyplot, save_figure, write_json
+from nas.runs.writers import markdown_table, pyplot, save_figure
 from nas.search.greedy import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
 from nas.search.strategy import SearchContext, register_strategy
@@ -93,7 +94,7 @@ class GreedyStrategy:
         }
         _write_summary(run, state, cost, context.objective, config, context.table)
         _plot(run, state, cost, context.objective)
-        write_json(run / "result.json", result)
+        RunFolder(run).write_result(result)
         return result
 
 

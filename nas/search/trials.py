@@ -16,7 +16,7 @@ from typing import Any
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.typed_yaml import write_text_atomic
-from nas.runs.writers import write_json
+from nas.runs.folder import RunFolder
 from nas.search.objective import Cost, Objective
 from nas.search.strategy import SearchContext
 
@@ -78,5 +78,5 @@ def choose(
         "scored_images": context.pool.scored_images,
         "provenance": context.clock.summary(),
     }
-    write_json(context.run / "result.json", result)
+    RunFolder(context.run).write_result(result)
     return result
