@@ -31,7 +31,7 @@ class SupernetRunConfig:
     recipe: Recipe
     command: str = setting("train-supernet", choices=("train-supernet",))
     space_file: str = setting("", free=True)  # where the space was read from (the name identifies it)
-    data_fingerprint: str = ""  # nas.data.data_fingerprint: which images, not only which folder
+    data_fingerprint: str = ""  # nas.data.source.data_fingerprint: which images, not only which folder
     world_size: int = 1
     init: str | None = setting(None, free=True)  # released weights the run started from (--init)
     init_digest: str | None = setting(None, free=True)  # a resumed run's weights come from its checkpoint

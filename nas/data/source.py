@@ -1,13 +1,11 @@
-"""Image data for training and search: ImageNet-style folders or scikit-learn's digits.
+"""Which images a run reads: ImageNet-style folders or scikit-learn's digits, split into train,
+search and validation.
 
 ``--data PATH`` reads ``PATH/train/<class>/*`` (and ``PATH/val`` or ``PATH/test`` when present). A
 seeded split holds ``search_fraction`` of the training folder out as the **search split** (the
 papers search on held-out training images, never on the validation set). Without a path the
 built-in digits of scikit-learn are used (8x8 grey images, upscaled), so every command runs on a
 fresh machine with no download.
-
-Augmentation is timm's. Each training sample's augmentation is seeded by (seed, epoch, index), so
-a run resumed mid-epoch sees exactly the images it would have seen, whatever the worker count.
 """
 
 from __future__ import annotations
@@ -15,14 +13,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
 from nas.core.errors import NasError
@@ -228,126 +224,6 @@ def data_fingerprint(data: str | None) -> str:
                 if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
                     h.update(f"{split}/{class_dir.name}/{entry.name}:{entry.stat().st_size}\n".encode())
     return h.hexdigest()[:16]
-
-
-def train_transform(recipe: Recipe):
-    """timm's training transform for ``recipe``: random resized crop, flip, color jitter, RandAugment
-    and random erasing as the recipe sets them."""
-    from timm.data import create_transform
-
-    return create_transform(
-        recipe.img_size,
-        is_training=True,
-        scale=(recipe.crop_scale_min, 1.0),
-        hflip=recipe.hflip,
-        color_jitter=recipe.color_jitter or None,
-        auto_augment=recipe.randaugment or None,
-        interpolation="bicubic",
-        re_prob=recipe.reprob,
-        mean=MEAN,
-        std=STD,
-    )
-
-
-def eval_transform(recipe: Recipe):
-    """timm's evaluation transform at ``recipe.img_size``: bicubic resize, center crop (``crop_pct=1``),
-    normalisation."""
-    from timm.data import create_transform
-
-    return create_transform(
-        recipe.img_size, is_training=False, crop_pct=1.0, interpolation="bicubic", mean=MEAN, std=STD
-    )
-
-
-class ImageDataset(Dataset):
-    """``source`` through ``transform``; with ``seed`` set, each sample's augmentation is seeded by
-    (seed, epoch, index) without touching the caller's random state."""
-
-    def __init__(self, source: ImageSource, transform, seed: int | None = None):
-        self.source, self.transform, self.seed, self.epoch = source, transform, seed, 0
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, index: int):
-        image = self.source.image(index)
-        if self.seed is None:
-            return self.transform(image), self.source.labels[index]
-        state = random.getstate()
-        with torch.random.fork_rng(devices=[]):
-            sample_seed = (self.seed * 1_000_003 + self.epoch * 10_007 + index) % 2**63
-            random.seed(sample_seed)
-            torch.manual_seed(sample_seed)
-            tensor = self.transform(image)
-        random.setstate(state)
-        return tensor, self.source.labels[index]
-
-
-class EpochSampler(Sampler[int]):
-    """A seeded permutation per epoch, sharded across processes, starting at ``start_batch``
-    (to resume mid-epoch)."""
-
-    def __init__(self, size: int, batch_size: int, seed: int, rank: int = 0, world: int = 1):
-        self.size, self.batch_size, self.seed, self.rank, self.world = size, batch_size, seed, rank, world
-        self.epoch, self.start_batch = 0, 0
-        self.batches_per_epoch = size // (batch_size * world)
-        if self.batches_per_epoch < 1:
-            raise NasError(
-                f"{size} training images are fewer than one batch of {batch_size} per process "
-                f"({world} processes); lower --batch-size"
-            )
-
-    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
-        self.epoch, self.start_batch = epoch, start_batch
-
-    def __iter__(self):
-        order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
-        per_rank = self.batches_per_epoch * self.batch_size
-        mine = order[self.rank * per_rank : (self.rank + 1) * per_rank]
-        return iter(mine[self.start_batch * self.batch_size :])
-
-    def __len__(self) -> int:
-        return (self.batches_per_epoch - self.start_batch) * self.batch_size
-
-
-def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world: int = 1):
-    """The training loader of ``splits.train`` (augmented, seeded per sample, sharded by ``rank`` and
-    ``world``); returns ``(loader, sampler, dataset)``."""
-    dataset = ImageDataset(splits.train, train_transform(recipe), seed=seed)
-    sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
-    # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
-    # mid-epoch would diverge from an uninterrupted one.
-    loader = DataLoader(
-        dataset,
-        batch_size=recipe.batch_size,
-        sampler=sampler,
-        num_workers=recipe.loader_workers,
-        drop_last=True,
-        generator=torch.Generator().manual_seed(seed),
-    )
-    return loader, sampler, dataset
-
-
-def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None = None) -> DataLoader:
-    """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform."""
-    dataset = ImageDataset(source, eval_transform(recipe))
-    if indices is not None:
-        dataset = torch.utils.data.Subset(dataset, indices)
-    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, num_workers=recipe.loader_workers)
-
-
-def preload(loader: DataLoader, max_mb: int) -> DataLoader | list[tuple[torch.Tensor, torch.Tensor]]:
-    """The batches of an unshuffled evaluation ``loader``, transformed once and kept in memory when
-    they fit in ``max_mb`` (else ``loader`` itself). A search evaluates hundreds of sub-networks on
-    the same calibration and search images; held as tensors, each evaluation costs its forward
-    passes only, not decoding and resizing the same images again."""
-    dataset = loader.dataset
-    if len(dataset) == 0:
-        return loader
-    first = dataset[0][0]
-    if len(dataset) * first.numel() * first.element_size() > max_mb * 2**20:
-        return loader
-    return [(images, labels) for images, labels in loader]
 
 
 def balanced_indices(source: ImageSource, n: int, seed: int) -> list[int]:
