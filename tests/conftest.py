@@ -4,6 +4,7 @@ test that damages or continues one works on a copy: ``helpers.copy_run``)."""
 
 import os
 import random
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # on one thread: two workers of two threads each on 2 cores ran the suite 1.7x slower in all.
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, "1")
+
+# The decode check's manifests (nas.data.check) go to a folder of this session, not ~/.cache.
+os.environ.setdefault("NAS_DATA_CACHE", tempfile.mkdtemp(prefix="nas-data-check-"))
 
 #: Three classes of real photographs, cut from the two pictures scikit-learn ships (no download):
 #: class -> (picture, region (left, top, right, bottom) the crops come from).

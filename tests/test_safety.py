@@ -342,6 +342,10 @@ BAD_INPUTS = [
     (["profile", "BAD_YAML"], "malformed YAML"),
     (["profile", "OUTSIDE_YAML"], "not allowed"),
     (["space", "show", "no-such-space"], "unknown search space 'no-such-space'"),
+    # data
+    (["data", "check", "no-such-folder"], "data folder not found"),
+    (["data", "check", "no-such-folder", "--workers", "0"], "positive integer"),
+    (["data"], "required: ACTION"),
     # latency tables
     (["build-table", "--device", "tpu", "--space", "efficientformerv2-tiny"], "unknown device 'tpu'"),
     (["build-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--threads", "0"], "positive integer"),

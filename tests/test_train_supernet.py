@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -178,8 +179,9 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_process_ddp_on_cpu(tmp_path):
-    run = tmp_path / "ddp"
+def test_two_process_ddp_on_cpu(tmp_path, real_images):
+    run, data = tmp_path / "ddp", tmp_path / "data"
+    shutil.copytree(real_images, data)  # a fresh folder: never checked
     proc = subprocess.run(
         [
             sys.executable,
@@ -191,6 +193,7 @@ def test_two_process_ddp_on_cpu(tmp_path):
             "-m",
             "nas",
             "--",
+            "-v",
             "train-supernet",
             "efficientformerv2",
             "--space",
@@ -205,13 +208,20 @@ def test_two_process_ddp_on_cpu(tmp_path):
             "3",
             "--bn-calib-batches",
             "1",
+            "--data",
+            str(data),
+            "--img-size",
+            "32",
         ],
         capture_output=True,
         text=True,
         timeout=600,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        env=dict(os.environ, OMP_NUM_THREADS="1", NAS_DATA_CACHE=str(tmp_path / "cache")),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # Rank 0 decodes every image once; rank 1 waits for its result instead of checking again.
+    assert proc.stderr.count("checking 150 images") == 1, proc.stderr[-2000:]
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 1
     assert "world_size: 2" in (run / "config.yaml").read_text()
     assert json.loads((run / "result.json").read_text())["step"] == 3
 

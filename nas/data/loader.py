@@ -58,7 +58,7 @@ class ImageDataset(Dataset):
     def __getitem__(self, index: int):
         image = self.source.image(index)
         if self.seed is None:
-            return self.transform(image), self.source.labels[index]
+            return self.transform(image), self.source.label(index)
         state = random.getstate()
         with torch.random.fork_rng(devices=[]):
             sample_seed = (self.seed * 1_000_003 + self.epoch * 10_007 + index) % 2**63
@@ -66,7 +66,7 @@ class ImageDataset(Dataset):
             torch.manual_seed(sample_seed)
             tensor = self.transform(image)
         random.setstate(state)
-        return tensor, self.source.labels[index]
+        return tensor, self.source.label(index)
 
 
 class EpochSampler(Sampler[int]):

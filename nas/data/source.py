@@ -13,15 +13,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
-from tqdm import tqdm
 
 from nas.core.errors import NasError
+from nas.data.check import available_cores, check_images, decode_all
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
@@ -31,60 +33,86 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 class ImageSource:
-    """Labelled images, by path or decoded in memory."""
+    """Labelled images, by path or decoded in memory.
+
+    Memory stays flat in the number of images: a folder's files are one NumPy array of relative
+    paths (``root``-relative bytes) with their sizes and modification times, and the labels one
+    ``int32`` array; no Python object per image. (A list of a million ``str`` paths would cost
+    ~100 bytes each, and DataLoader workers forked from it would copy the pages as they touch
+    reference counts.)"""
 
     def __init__(
         self,
         classes: list[str],
-        labels: list[int],
-        paths: list[str] | None = None,
+        labels: np.ndarray,
+        root: str | None = None,
+        files: np.ndarray | None = None,
+        sizes: np.ndarray | None = None,
+        mtimes: np.ndarray | None = None,
         pixels: np.ndarray | None = None,
         name: str = "",
     ):
-        self.classes, self.labels, self.paths, self.pixels, self.name = classes, labels, paths, pixels, name
+        self.classes, self.name = classes, name
+        self.labels = np.asarray(labels, dtype=np.int32)
+        self.root, self.files, self.sizes, self.mtimes, self.pixels = root, files, sizes, mtimes, pixels
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    def path(self, index: int) -> str:
+        """The file of image ``index``."""
+        return os.path.join(self.root, self.files[index].decode())
+
+    @property
+    def paths(self) -> list[str] | None:
+        """Every file as a list (a Python object per image: for small sources and tests)."""
+        return None if self.files is None else [self.path(i) for i in range(len(self))]
+
+    def label(self, index: int) -> int:
+        return int(self.labels[index])
+
     def image(self, index: int) -> Image.Image:
         if self.pixels is not None:
             return Image.fromarray(self.pixels[index])
-        path = self.paths[index]
+        path = self.path(index)
         try:
             with Image.open(path) as img:
                 return img.convert("RGB")
         except (OSError, SyntaxError, ValueError) as exc:  # PIL: truncated, corrupt or not an image
             raise NasError(f"{path}: cannot decode image ({exc}); remove or replace the file") from None
 
-    def check_and_cache(self, cache: bool, max_mb: int) -> None:
-        """Decode every image once, before any training or evaluation starts, so that a corrupt or
-        truncated file is one error naming it rather than a crash mid-epoch; keep the decoded
-        images in one uint8 array when ``cache`` is set, they share a size and fit in ``max_mb``."""
-        if self.pixels is not None or not self.paths:
-            return
-        first = np.asarray(self.image(0))
-        size_mb = first.nbytes * len(self) / 2**20
-        keep = cache and size_mb <= max_mb
-        if cache and not keep:
-            log.info("%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly", self.name, size_mb, max_mb)
-        pixels = np.empty((len(self), *first.shape), dtype=np.uint8) if keep else None
-        for i in tqdm(
-            range(len(self)),
-            desc=f"checking {Path(self.name).name or self.name}",
-            disable=None,
-            leave=False,
-            mininterval=2.0,
-        ):
-            array = np.asarray(self.image(i))
-            if pixels is not None:
-                if array.shape != first.shape:
-                    log.info("%s: images differ in size; decoding on the fly", self.name)
-                    pixels = None
-                else:
-                    pixels[i] = array
-        if pixels is not None:
-            self.pixels = pixels
-            log.info("%s: cached %d images (%.0f MB)", self.name, len(self), size_mb)
+    def subset(self, indices: np.ndarray, name: str) -> "ImageSource":
+        """The images at ``indices`` (an index array), sharing nothing mutable with this source."""
+        indices = np.asarray(indices, dtype=np.int64)
+
+        def pick(array):
+            return None if array is None else array[indices]
+
+        return ImageSource(
+            self.classes,
+            self.labels[indices],
+            root=self.root,
+            files=pick(self.files),
+            sizes=pick(self.sizes),
+            mtimes=pick(self.mtimes),
+            pixels=pick(self.pixels),
+            name=name,
+        )
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One split folder listed: class names, and per image its root-relative file, label, size and
+    modification time (arrays in sorted order: class, then file name)."""
+
+    classes: list[str]
+    files: np.ndarray  # bytes, "train/<class>/<name>"
+    labels: np.ndarray  # int32
+    sizes: np.ndarray  # int64 bytes
+    mtimes: np.ndarray  # int64 ns
+
+    def source(self, root: Path, name: str) -> ImageSource:
+        return ImageSource(self.classes, self.labels, str(root), self.files, self.sizes, self.mtimes, name=name)
 
 
 def _train_folder(data: str) -> Path:
@@ -98,22 +126,59 @@ def _train_folder(data: str) -> Path:
 
 
 def _class_names(folder: Path) -> list[str]:
-    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
-    if not classes:
-        raise NasError(f"{folder}: no class folders; expected {folder}/<class>/<image>")
-    return classes
+    return sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
 
 
-def _scan_folder(folder: Path) -> ImageSource:
+def list_split(root: Path, split: str) -> Listing:
+    """List ``root/split/<class>/*`` (one ``stat`` per file, no reading): what a fingerprint and the
+    decode check need."""
+    folder = root / split
     classes = _class_names(folder)
-    paths, labels = [], []
-    for label, name in enumerate(classes):
-        files = sorted(p for p in (folder / name).iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
-        paths += [str(p) for p in files]
-        labels += [label] * len(files)
-    if not paths:
-        raise NasError(f"{folder}: no images ({', '.join(IMAGE_EXTENSIONS)}) in its class folders")
-    return ImageSource(classes, labels, paths=paths, name=str(folder))
+    files, labels, sizes, mtimes = [], [], [], []
+    for label, class_name in enumerate(classes):
+        entries = sorted(
+            (e for e in os.scandir(folder / class_name) if os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS),
+            key=lambda e: e.name,
+        )
+        for entry in entries:
+            stat = entry.stat()
+            files.append(f"{split}/{class_name}/{entry.name}".encode())
+            sizes.append(stat.st_size)
+            mtimes.append(stat.st_mtime_ns)
+        labels.append(np.full(len(entries), label, dtype=np.int32))
+    return Listing(
+        classes,
+        np.array(files, dtype=bytes) if files else np.empty(0, dtype="S1"),
+        np.concatenate(labels) if labels else np.empty(0, dtype=np.int32),
+        np.array(sizes, dtype=np.int64),
+        np.array(mtimes, dtype=np.int64),
+    )
+
+
+def _listing_fingerprint(listings: dict[str, Listing]) -> str:
+    """The fingerprint of :func:`data_fingerprint` from listings already made (same bytes hashed)."""
+    h = hashlib.sha256()
+    for split in ("train", "val", "test"):
+        listing = listings.get(split)
+        if listing is None:
+            continue
+        for file, size in zip(listing.files.tolist(), listing.sizes.tolist()):
+            h.update(file + b":" + str(size).encode() + b"\n")
+    return h.hexdigest()[:16]
+
+
+def list_folder(data: str) -> tuple[Path, dict[str, Listing]]:
+    """``data``'s root and its listed ``train`` (and ``val``/``test``) splits, checked for the
+    layout (one-line errors for a missing folder, no classes, no images)."""
+    root = _train_folder(data).parent
+    listings = {split: list_split(root, split) for split in ("train", "val", "test") if (root / split).is_dir()}
+    for split, listing in listings.items():
+        folder = root / split
+        if not listing.classes:
+            raise NasError(f"{folder}: no class folders; expected {folder}/<class>/<image>")
+        if not len(listing.files):
+            raise NasError(f"{folder}: no images ({', '.join(IMAGE_EXTENSIONS)}) in its class folders")
+    return root, listings
 
 
 def _digits() -> ImageSource:
@@ -123,19 +188,9 @@ def _digits() -> ImageSource:
     grey = (digits.images * (255.0 / 16.0)).round().astype(np.uint8)
     return ImageSource(
         [str(c) for c in digits.target_names],
-        digits.target.tolist(),
+        digits.target,
         pixels=np.repeat(grey[..., None], 3, axis=-1),
         name="scikit-learn digits",
-    )
-
-
-def _subset(source: ImageSource, indices: np.ndarray, name: str) -> ImageSource:
-    return ImageSource(
-        source.classes,
-        [source.labels[i] for i in indices],
-        paths=[source.paths[i] for i in indices] if source.paths else None,
-        pixels=source.pixels[indices] if source.pixels is not None else None,
-        name=name,
     )
 
 
@@ -147,6 +202,7 @@ class Splits:
     search: ImageSource
     val: ImageSource
     val_name: str  # which images "val" is: the val/ or test/ folder, or a held-out part
+    fingerprint: str = ""  # data_fingerprint of the data, from the listing the splits were made from
 
     @property
     def num_classes(self) -> int:
@@ -154,7 +210,13 @@ class Splits:
 
 
 def load_splits(
-    data: str | None, recipe: Recipe, seed: int, hold_out_search: bool = True, decode_all: bool = True
+    data: str | None,
+    recipe: Recipe,
+    seed: int,
+    hold_out_search: bool = True,
+    decode_all: bool = True,
+    once: Callable[[Callable[[], Any]], Any] | None = None,
+    check_workers: int | None = None,
 ) -> Splits:
     """Train, search and validation images. The search split is a seeded ``search_fraction`` of the
     training images; without a val/ or test/ folder, validation is the search split.
@@ -163,48 +225,87 @@ def load_splits(
     image when there is a validation folder to score on; without one, the search split stays held
     out, since it is then the only place to score.
 
-    ``decode_all=False`` lists the images without decoding (and caching) every one up front: for
-    readers of a few of them, such as a search's evaluators; a corrupt one fails when it is read."""
+    ``decode_all`` checks that every image the run reads decodes (:mod:`nas.data.check`: once per
+    data set, kept in a manifest; ``check_workers`` processes) and keeps small data sets decoded in
+    memory (``cache_images``). ``decode_all=False`` lists the images only: for readers of a few of
+    them, such as a search's evaluators; a corrupt one fails when it is read. ``once`` runs the
+    check in one process of a distributed job and hands its result to all (``DistEnv.on_main``)."""
+    if not 0 < recipe.search_fraction < 1:
+        raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
     if data is None:
         full = _digits()
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(full))
         n_val = len(full) // 5
-        val = _subset(full, order[:n_val], "digits val")
-        full = _subset(full, order[n_val:], "digits train")
+        val = full.subset(order[:n_val], "digits val")
+        full = full.subset(order[n_val:], "digits train")
         val_name = "20% of scikit-learn digits held out"
+        fingerprint = "digits"
     else:
-        train_dir = _train_folder(data)
-        root = train_dir.parent
-        full = _scan_folder(train_dir)
-        val_dir = next((root / d for d in ("val", "test") if (root / d).is_dir()), None)
-        val = _scan_folder(val_dir) if val_dir else None
+        root, listings = list_folder(data)
+        fingerprint = _listing_fingerprint(listings)
+        full = listings["train"].source(root, str(root / "train"))
+        val_split = next((d for d in ("val", "test") if d in listings), None)
+        val = listings[val_split].source(root, str(root / val_split)) if val_split else None
         if val is not None and val.classes != full.classes:
-            raise NasError(f"{val_dir}: its classes differ from {root / 'train'}")
-        val_name = f"{val_dir.name}/ folder" if val_dir else "the search split (no val/ or test/ folder)"
-    if not 0 < recipe.search_fraction < 1:
-        raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
-    if decode_all:
-        if data is not None and val is not None:
-            val.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
-        if not recipe.train_images:
-            full.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
+            raise NasError(f"{root / val_split}: its classes differ from {root / 'train'}")
+        val_name = f"{val_split}/ folder" if val_split else "the search split (no val/ or test/ folder)"
+    if decode_all and not recipe.train_images:
+        _check_and_cache([full] if val is None else [full, val], recipe, once, check_workers)
     order = np.random.default_rng(seed + 1).permutation(len(full))
     n_search = max(1, int(round(recipe.search_fraction * len(full))))
-    search = _subset(full, np.sort(order[:n_search]), "search split")
-    train = _subset(full, np.sort(order[n_search:]), "train split")
+    search = full.subset(np.sort(order[:n_search]), "search split")
+    train = full.subset(np.sort(order[n_search:]), "train split")
     if not hold_out_search and val is not None:
         train = full
     if recipe.train_images:
         if recipe.train_images < len(train):
             # The same images for every network trained with this seed: a ranking study compares
             # networks, so they must not differ in what they saw.
-            train = _subset(train, balanced_indices(train, recipe.train_images, seed + 15_485_863), "train subset")
-        if decode_all:  # decode only what is read: the subset, not the whole folder
-            train.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
-            if hold_out_search or val is None:  # else nothing reads the search split
-                search.check_and_cache(recipe.cache_images, recipe.cache_max_mb)
-    return Splits(train, search, val if val is not None else search, val_name)
+            train = train.subset(balanced_indices(train, recipe.train_images, seed + 15_485_863), "train subset")
+        if decode_all:  # check only what is read: the subset (and what scores it), not the whole folder
+            read = [train] + ([search] if hold_out_search or val is None else []) + ([val] if val is not None else [])
+            _check_and_cache(read, recipe, once, check_workers)
+    return Splits(train, search, val if val is not None else search, val_name, fingerprint)
+
+
+def _check_and_cache(sources: list[ImageSource], recipe: Recipe, once: Callable | None, workers: int | None) -> None:
+    """The decode check of every image of ``sources`` (one check for all: one folder), then the
+    in-memory cache of each source whose images share a size and fit in ``cache_max_mb``."""
+    on_disk = [s for s in sources if s.files is not None and s.pixels is None]
+    if not on_disk:
+        return
+    root = on_disk[0].root
+    files, first = np.unique(np.concatenate([s.files for s in on_disk]), return_index=True)
+    sizes = np.concatenate([s.sizes for s in on_disk])[first]
+    mtimes = np.concatenate([s.mtimes for s in on_disk])[first]
+
+    def check():
+        return check_images(root, files, sizes, mtimes, workers)
+
+    result = once(check) if once is not None else check()
+    result.raise_if_corrupt(root)
+    if not recipe.cache_images:
+        return
+    # Per process: each rank of a distributed job holds its own cache (small data sets only).
+    cache_workers = max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    for source in on_disk:
+        rows = np.searchsorted(files, source.files)
+        widths, heights = result.widths[rows], result.heights[rows]
+        if (widths != widths[0]).any() or (heights != heights[0]).any():
+            log.info("%s: images differ in size; decoding on the fly", source.name)
+            continue
+        size_mb = len(source) * int(widths[0]) * int(heights[0]) * 3 / 2**20
+        if size_mb > recipe.cache_max_mb:
+            log.info(
+                "%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly",
+                source.name,
+                size_mb,
+                recipe.cache_max_mb,
+            )
+            continue
+        source.pixels = decode_all(root, source.files, (int(heights[0]), int(widths[0]), 3), cache_workers)
+        log.info("%s: cached %d images (%.0f MB)", source.name, len(source), size_mb)
 
 
 def data_fingerprint(data: str | None) -> str:
@@ -213,17 +314,7 @@ def data_fingerprint(data: str | None) -> str:
     cheap for ImageNet too. The built-in digits are ``"digits"``."""
     if data is None:
         return "digits"
-    root = _train_folder(data).parent
-    h = hashlib.sha256()
-    for split in ("train", "val", "test"):
-        folder = root / split
-        if not folder.is_dir():
-            continue
-        for class_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-            for entry in sorted(os.scandir(class_dir), key=lambda e: e.name):
-                if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
-                    h.update(f"{split}/{class_dir.name}/{entry.name}:{entry.stat().st_size}\n".encode())
-    return h.hexdigest()[:16]
+    return _listing_fingerprint(list_folder(data)[1])
 
 
 def balanced_indices(source: ImageSource, n: int, seed: int) -> list[int]:

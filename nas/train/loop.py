@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nas.core.errors import NasError
-from nas.data import Splits, data_fingerprint, load_splits, train_loader
+from nas.data import Splits, load_splits, train_loader
 from nas.evaluate import autocast_for
 from nas.recipe import Recipe
 from nas.runs.checkpoint import (
@@ -73,13 +73,13 @@ class Trainer:
         self.max_steps = max_steps  # stop early (tests); the schedule still spans all epochs
         self.folder = RunFolder(run, TRAINING, self.env)
         seed_everything(seed)
-        # Every input is checked before anything is written: data (each image decoded once), the
+        # Every input is checked before anything is written: data (each image decoded once per data set), the
         # teacher and its checkpoint, the batch size against the images, the checkpoint to resume.
-        self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search)
+        self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search, once=self.env.on_main)
         self.run_config = self.config_class(
             **config,
             data=data,
-            data_fingerprint=data_fingerprint(data),
+            data_fingerprint=self.splits.fingerprint,
             seed=seed,
             world_size=self.env.world,
             recipe=recipe,
