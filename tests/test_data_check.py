@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from nas.cli import main
 from nas.core.errors import NasError
@@ -139,3 +140,18 @@ def test_data_check_bad_input_is_one_line(tmp_path, capsys):
     assert main(["data", "check", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data folder not found" in err[0]
+
+
+class _Unreadable(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        raise NasError(f"/data/{index}.jpg: cannot decode image (broken); remove or replace the file")
+
+
+def test_an_error_in_a_loader_worker_stays_one_line():
+    # torch re-raises a worker's exception with the worker's traceback as its message
+    with pytest.raises(NasError) as caught:
+        list(torch.utils.data.DataLoader(_Unreadable(), num_workers=1))
+    assert str(caught.value) == "/data/0.jpg: cannot decode image (broken); remove or replace the file"

@@ -11,4 +11,8 @@ class NasError(Exception):
     exit_code = 2
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
+        text = " ".join(str(message).split())
+        if text.startswith("Caught NasError in DataLoader worker"):
+            # torch re-raises a worker's exception as NasError(its traceback); keep the message alone
+            text = text.rsplit("NasError: ", 1)[-1]
+        super().__init__(text)

@@ -301,6 +301,7 @@ class Trainer:
         start_epoch, start_batch = divmod(self.step, self.steps_per_epoch)
         window = _Window()
         self.net.train()
+        first = True
         for epoch in range(start_epoch, recipe.epochs):
             if self.step >= last:
                 break
@@ -308,6 +309,9 @@ class Trainer:
             self.dataset.epoch = epoch
             for images, labels in self.loader:
                 loss = self._step(images, labels)
+                if first:  # start-up cost a user waits through (benchmarks/data_scale.py reads this line)
+                    log.info("first optimizer step (step %d) done", self.step)
+                    first = False
                 window.add(loss, images.shape[0] * self.env.world)
                 if self.step % recipe.log_every == 0 or self.step == last:
                     self._log(epoch, window, curves, bar)
