@@ -11,6 +11,7 @@ from nas.cli import (
     build_table,
     check_table,
     compare,
+    data,
     demo,
     export,
     export_blocks,
@@ -43,6 +44,7 @@ SUBCOMMANDS = (
     export,
     demo,
     report,
+    data,
 )
 
 

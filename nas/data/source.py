@@ -5,7 +5,7 @@ search and validation.
 seeded split holds ``search_fraction`` of the training folder out as the **search split** (the
 papers search on held-out training images, never on the validation set). Without a path the
 built-in digits of scikit-learn are used (8x8 grey images, upscaled), so every command runs on a
-fresh machine with no download.
+fresh machine with no download. A shard folder (``nas data pack``) is read by :mod:`nas.data.shards`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from nas.core.errors import NasError
+from nas.data.shards import ShardIndex, ShardSource, is_shard_folder, refuse_shards, shard_splits
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,12 @@ class Splits:
 
 
 def load_splits(
-    data: str | None, recipe: Recipe, seed: int, hold_out_search: bool = True, decode_all: bool = True
+    data: str | None,
+    recipe: Recipe,
+    seed: int,
+    hold_out_search: bool = True,
+    decode_all: bool = True,
+    allow_shards: bool = False,
 ) -> Splits:
     """Train, search and validation images. The search split is a seeded ``search_fraction`` of the
     training images; without a val/ or test/ folder, validation is the search split.
@@ -164,7 +170,14 @@ def load_splits(
     out, since it is then the only place to score.
 
     ``decode_all=False`` lists the images without decoding (and caching) every one up front: for
-    readers of a few of them, such as a search's evaluators; a corrupt one fails when it is read."""
+    readers of a few of them, such as a search's evaluators; a corrupt one fails when it is read.
+
+    A shard folder (``shards.json``, :mod:`nas.data.shards`) gives streamed splits, for the trainers
+    only (``allow_shards``); every other reader takes images by index and is refused with one line."""
+    if is_shard_folder(data):
+        if not allow_shards:
+            refuse_shards(data, "this command")
+        return Splits(*shard_splits(data, recipe, seed, hold_out_search))
     if data is None:
         full = _digits()
         rng = np.random.default_rng(seed)
@@ -210,9 +223,12 @@ def load_splits(
 def data_fingerprint(data: str | None) -> str:
     """What identifies a data set in resume checks and cache keys: the relative path and size of
     every image in train/ and val/ (or test/), hashed (16 hex digits). Listing, not reading:
-    cheap for ImageNet too. The built-in digits are ``"digits"``."""
+    cheap for ImageNet too. The built-in digits are ``"digits"``; a shard folder's is its shards'
+    names, counts and sizes (:meth:`nas.data.shards.ShardIndex.fingerprint`)."""
     if data is None:
         return "digits"
+    if is_shard_folder(data):
+        return ShardIndex.load(data).fingerprint()
     root = _train_folder(data).parent
     h = hashlib.sha256()
     for split in ("train", "val", "test"):
@@ -247,6 +263,9 @@ def balanced_indices(source: ImageSource, n: int, seed: int) -> list[int]:
 
 
 def calibration_indices(source: ImageSource, recipe: Recipe, seed: int) -> list[int]:
-    """A fixed, seeded set of training images for BatchNorm recalibration."""
+    """A fixed, seeded set of training images for BatchNorm recalibration (of shards: the first ones of
+    the split's stream, which was shuffled when packed)."""
     n = min(len(source), recipe.bn_calib_batches * recipe.eval_batch_size)
+    if isinstance(source, ShardSource):
+        return list(range(n))
     return torch.randperm(len(source), generator=torch.Generator().manual_seed(seed + 7919))[:n].tolist()
