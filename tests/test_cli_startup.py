@@ -64,8 +64,9 @@ def test_every_help_loads_none_of_the_heavy_libraries():
     result = json.loads(proc.stdout)
     helps = result["helps"]
     assert result["loaded"] == [], f"--help imported {result['loaded']}"
-    assert {"", "search", "space", "space show", "train-supernet", "demo", "compare", "profile"} <= set(helps)
-    assert len(helps) == 17  # nas, its 15 subcommands and `nas space show`
+    expected = {"", "search", "space", "space show", "train-supernet", "demo", "compare", "profile", "data pack"}
+    assert expected | {"data check"} <= set(helps)
+    assert len(helps) == 20  # nas, its 16 subcommands, `nas space show`, `nas data check` and `nas data pack`
     for command, shown in helps.items():
         assert shown["code"] == 0, command
         assert shown["text"].startswith(f"usage: nas {command}".rstrip()), command

@@ -108,7 +108,9 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
 
     parser.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     parser.add_argument(
-        "--data", help="image folder with train/<class>/* (and val/ or test/); default: scikit-learn's digits"
+        "--data",
+        help="image folder with train/<class>/* (and val/ or test/), or a shard folder written by `nas data pack`; "
+        "default: scikit-learn's digits",
     )
     parser.add_argument("--run", help=f"run folder (default: {default_run})")
     parser.add_argument("--resume", action="store_true", help="continue the run in --run from its checkpoint")

@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from nas.core.errors import NasError
+from nas.data.shards import ShardSource, shard_eval_loader, shard_train_loader
 from nas.data.source import MEAN, STD, ImageSource, Splits
 from nas.recipe import Recipe
 
@@ -98,7 +99,9 @@ class EpochSampler(Sampler[int]):
 
 def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world: int = 1):
     """The training loader of ``splits.train`` (augmented, seeded per sample, sharded by ``rank`` and
-    ``world``); returns ``(loader, sampler, dataset)``."""
+    ``world``); returns ``(loader, sampler, dataset)``. Shard splits stream (:mod:`nas.data.shards`)."""
+    if isinstance(splits.train, ShardSource):
+        return shard_train_loader(splits.train, train_transform(recipe), recipe, seed, rank, world)
     dataset = ImageDataset(splits.train, train_transform(recipe), seed=seed)
     sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
     # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
@@ -115,7 +118,10 @@ def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world
 
 
 def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None = None) -> DataLoader:
-    """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform."""
+    """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform (of a
+    shard split: ``indices`` are positions in its stream)."""
+    if isinstance(source, ShardSource):
+        return shard_eval_loader(source, eval_transform(recipe), recipe, indices)
     dataset = ImageDataset(source, eval_transform(recipe))
     if indices is not None:
         dataset = torch.utils.data.Subset(dataset, indices)

@@ -5,7 +5,7 @@ search and validation.
 seeded split holds ``search_fraction`` of the training folder out as the **search split** (the
 papers search on held-out training images, never on the validation set). Without a path the
 built-in digits of scikit-learn are used (8x8 grey images, upscaled), so every command runs on a
-fresh machine with no download.
+fresh machine with no download. A shard folder (``nas data pack``) is read by :mod:`nas.data.shards`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from PIL import Image
 
 from nas.core.errors import NasError
 from nas.data.check import available_cores, check_images, decode_all
+from nas.data.shards import ShardIndex, ShardSource, is_shard_folder, refuse_shards, shard_splits
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
@@ -217,6 +218,7 @@ def load_splits(
     decode_all: bool = True,
     once: Callable[[Callable[[], Any]], Any] | None = None,
     check_workers: int | None = None,
+    allow_shards: bool = False,
 ) -> Splits:
     """Train, search and validation images. The search split is a seeded ``search_fraction`` of the
     training images; without a val/ or test/ folder, validation is the search split.
@@ -229,9 +231,16 @@ def load_splits(
     data set, kept in a manifest; ``check_workers`` processes) and keeps small data sets decoded in
     memory (``cache_images``). ``decode_all=False`` lists the images only: for readers of a few of
     them, such as a search's evaluators; a corrupt one fails when it is read. ``once`` runs the
-    check in one process of a distributed job and hands its result to all (``DistEnv.on_main``)."""
+    check in one process of a distributed job and hands its result to all (``DistEnv.on_main``).
+
+    A shard folder (``shards.json``, :mod:`nas.data.shards`) gives streamed splits, for the trainers
+    only (``allow_shards``); every other reader takes images by index and is refused with one line."""
     if not 0 < recipe.search_fraction < 1:
         raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
+    if is_shard_folder(data):
+        if not allow_shards:
+            refuse_shards(data, "this command")
+        return Splits(*shard_splits(data, recipe, seed, hold_out_search), ShardIndex.load(data).fingerprint())
     if data is None:
         full = _digits()
         rng = np.random.default_rng(seed)
@@ -311,9 +320,12 @@ def _check_and_cache(sources: list[ImageSource], recipe: Recipe, once: Callable 
 def data_fingerprint(data: str | None) -> str:
     """What identifies a data set in resume checks and cache keys: the relative path and size of
     every image in train/ and val/ (or test/), hashed (16 hex digits). Listing, not reading:
-    cheap for ImageNet too. The built-in digits are ``"digits"``."""
+    cheap for ImageNet too. The built-in digits are ``"digits"``; a shard folder's is its shards'
+    names, counts and sizes (:meth:`nas.data.shards.ShardIndex.fingerprint`)."""
     if data is None:
         return "digits"
+    if is_shard_folder(data):
+        return ShardIndex.load(data).fingerprint()
     return _listing_fingerprint(list_folder(data)[1])
 
 
@@ -338,6 +350,9 @@ def balanced_indices(source: ImageSource, n: int, seed: int) -> list[int]:
 
 
 def calibration_indices(source: ImageSource, recipe: Recipe, seed: int) -> list[int]:
-    """A fixed, seeded set of training images for BatchNorm recalibration."""
+    """A fixed, seeded set of training images for BatchNorm recalibration (of shards: the first ones of
+    the split's stream, which was shuffled when packed)."""
     n = min(len(source), recipe.bn_calib_batches * recipe.eval_batch_size)
+    if isinstance(source, ShardSource):
+        return list(range(n))
     return torch.randperm(len(source), generator=torch.Generator().manual_seed(seed + 7919))[:n].tolist()

@@ -75,7 +75,9 @@ class Trainer:
         seed_everything(seed)
         # Every input is checked before anything is written: data (each image decoded once per data set), the
         # teacher and its checkpoint, the batch size against the images, the checkpoint to resume.
-        self.splits: Splits = load_splits(data, recipe, seed, hold_out_search=hold_out_search, once=self.env.on_main)
+        self.splits: Splits = load_splits(
+            data, recipe, seed, hold_out_search=hold_out_search, once=self.env.on_main, allow_shards=True
+        )
         self.run_config = self.config_class(
             **config,
             data=data,

@@ -1,0 +1,460 @@
+"""WebDataset shards: a data set packed into tar files (``nas data pack``, :mod:`nas.data.pack`) and
+streamed to the trainers, for nodes that read their data sequentially rather than from a shared file
+system.
+
+A shard folder holds ``train-000000.tar ...`` (training images in a seeded shuffled order, so every
+shard mixes the classes), ``val-000000.tar ...`` (when the packed folder had val/ or test/) and
+``shards.json``: the class names, each shard's name, sample count and size, and the source folder's
+fingerprint. Each sample is the original encoded image (member ``<key>.<ext>``, not re-encoded) and
+its class index (``<key>.cls``). Reading is the ``webdataset`` package's tar reader.
+
+**Splits.** The search split is held out by a seeded hash of each sample's key: a sample belongs to
+it when ``hash(seed, key) < search_fraction`` (:func:`in_search_split`). Its size is therefore
+*expected*, not exact: ``round(search_fraction * train images)`` of shards.json's counts, give or
+take a binomial spread (about ``sqrt(n f (1 - f))`` images). Training streams skip those samples;
+the search split's stream takes only them. This is not the folder's split (a seeded permutation):
+a supernet trained on shards holds out other images than one trained on their folder.
+
+**An epoch.** Every rank runs ``batches_per_epoch = expected training images // (batch_size *
+world)`` steps. The epoch's shards are concatenated in a seeded order (seed, epoch); every rank
+and loader worker (a *slot*) reads its own contiguous stretch of that sequence, sized to the batches
+it serves, so ranks and workers read their own shards (two neighbours share at most the shard on
+their boundary, each its own part of it). A slot whose stretch holds fewer samples than its batches
+(the held-out split is hashed, so counts vary a little) reads on into the next stretch, wrapping
+around the epoch's sequence: a few images may then be seen twice in that epoch, and as many others
+not at all. Within a slot, samples pass a shuffle buffer of :data:`SHUFFLE_BUFFER` encoded images
+seeded by (seed, epoch, slot). Each sample's augmentation is seeded by (seed, epoch, a stable hash
+of its key), so an image is augmented the same whatever the worker count; which images share a
+batch does depend on the number of ranks and workers (each reads its own shards).
+
+**Resume.** ``set_epoch(epoch, start_batch)`` continues an epoch: the DataLoader hands out worker
+batches round-robin, so with the same number of ranks and loader workers each worker knows which of
+its batches were taken; it reads (without decoding) past them and yields the rest, and the resumed
+run sees exactly the batches, in the same order and with the same augmentation, as an uninterrupted
+one. With another number of ranks or workers the rest of that epoch is read from the new layout: it
+is still seeded, but some images of that epoch may be seen twice and others not at all (later epochs
+are as an uninterrupted run with the new layout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import random
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain, islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import webdataset
+from PIL import Image, UnidentifiedImageError
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from nas.core.errors import NasError
+from nas.recipe import Recipe
+
+log = logging.getLogger(__name__)
+
+#: The file that makes a folder a shard folder.
+INDEX = "shards.json"
+#: What ``shards.json`` says it is, and the version of its layout this code reads.
+FORMAT, VERSION = "nas-shards", 1
+#: Encoded images each loader worker shuffles among (about 110 MB of ImageNet JPEGs).
+SHUFFLE_BUFFER = 1000
+#: The class member of every sample.
+CLASS_MEMBER = "cls"
+
+
+def is_shard_folder(data: str | None) -> bool:
+    """Whether ``data`` is a shard folder (it holds ``shards.json``) rather than an image folder."""
+    return data is not None and (Path(data) / INDEX).is_file()
+
+
+def refuse_shards(data: str | None, what: str, fix: str = "give it the image folder instead") -> None:
+    """One line if ``data`` is a shard folder: ``what`` reads images by index, which a stream cannot
+    serve; ``fix`` says what to do (the folder the shards were packed from is named after it)."""
+    if is_shard_folder(data):
+        source = ShardIndex.load(data).source or "the image folder they were packed from"
+        raise NasError(
+            f"{data}: a shard folder is read as a stream, in order; {what} reads images by index: {fix} ({source})"
+        )
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of ``text``, the same in every process and Python version (unlike ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def in_search_split(key: str, seed: int, fraction: float) -> bool:
+    """Whether the sample ``key`` is held out as the search split for ``seed`` (probability ``fraction``)."""
+    return stable_hash(f"search/{seed}/{key}") < fraction * 2**64
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One tar file of a shard folder, as ``shards.json`` lists it."""
+
+    path: str
+    samples: int
+    size: int  # bytes
+
+
+@dataclass(frozen=True)
+class ShardIndex:
+    """A shard folder's ``shards.json``, its shards checked to exist with the listed sizes."""
+
+    root: str
+    classes: tuple[str, ...]
+    train: tuple[Shard, ...]
+    val: tuple[Shard, ...]
+    val_folder: str | None  # "val" or "test": which folder the val shards were packed from
+    source: str  # the folder packed
+    source_fingerprint: str
+    seed: int  # the pack's shuffle
+
+    @classmethod
+    def load(cls, data: str | Path) -> ShardIndex:
+        """Read ``data/shards.json``; a missing or changed shard is one line naming it."""
+        root = Path(data)
+        path = root / INDEX
+        try:
+            raw = json.loads(path.read_text())
+            if raw.get("format") != FORMAT or raw.get("version") != VERSION:
+                raise NasError(
+                    f"{path}: format {raw.get('format')!r} version {raw.get('version')!r}; this nas reads "
+                    f"{FORMAT!r} version {VERSION}: pack the folder again with `nas data pack`"
+                )
+            splits = {
+                split: tuple(
+                    Shard(str(root / s["name"]), int(s["samples"]), int(s["bytes"]))
+                    for s in raw["splits"].get(split, [])
+                )
+                for split in ("train", "val")
+            }
+            index = cls(
+                str(root),
+                tuple(raw["classes"]),
+                splits["train"],
+                splits["val"],
+                raw.get("val_folder"),
+                raw.get("source", ""),
+                raw.get("source_fingerprint", ""),
+                int(raw.get("seed", 0)),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise NasError(f"{path}: not a readable shard index ({exc}); pack the folder again") from None
+        if not index.train:
+            raise NasError(f"{path}: lists no training shards; pack a folder with train/<class>/<image>")
+        for shard in (*index.train, *index.val):
+            shard_path = Path(shard.path)
+            if not shard_path.is_file():
+                raise NasError(f"{shard_path}: shard missing (listed in {path}); copy it again or pack again")
+            if shard_path.stat().st_size != shard.size:
+                raise NasError(
+                    f"{shard_path}: {shard_path.stat().st_size} bytes, {path} says {shard.size}; "
+                    "copy it again or pack again"
+                )
+        return index
+
+    def fingerprint(self) -> str:
+        """What identifies these shards in resume checks: the classes, the source's fingerprint, the
+        pack seed and every shard's name, count and size, hashed (16 hex digits)."""
+        h = hashlib.sha256()
+        h.update(f"{FORMAT}/{VERSION}\n{json.dumps(self.classes)}\n{self.source_fingerprint}\n{self.seed}\n".encode())
+        for shard in (*self.train, *self.val):
+            h.update(f"{Path(shard.path).name}:{shard.samples}:{shard.size}\n".encode())
+        return h.hexdigest()[:16]
+
+
+class ShardSource:
+    """One split of a shard folder: its shards and which of their samples it takes: ``"all"``, the
+    ``"train"`` split (search split held out) or the ``"search"`` split. ``len()`` is the expected
+    count (module docstring)."""
+
+    def __init__(
+        self,
+        index: ShardIndex,
+        shards: tuple[Shard, ...],
+        take: str = "all",
+        seed: int = 0,
+        fraction: float = 0.0,
+        name: str = "",
+    ):
+        self.index, self.shards, self.take, self.seed, self.fraction = index, shards, take, seed, fraction
+        self.classes, self.name = list(index.classes), name
+        total = sum(s.samples for s in shards)
+        held_out = int(round(fraction * total)) if take != "all" else 0
+        self.expected = {"all": total, "train": total - held_out, "search": held_out}[take]
+
+    def __len__(self) -> int:
+        return self.expected
+
+    def keep(self, key: str) -> bool:
+        """Whether this split takes the sample ``key``."""
+        if self.take == "all":
+            return True
+        return in_search_split(key, self.seed, self.fraction) == (self.take == "search")
+
+    def read(self, shard: Shard, skip: int = 0) -> Iterator[dict[str, Any]]:
+        """The raw samples of ``shard`` from its ``skip``-th on (skipped ones are read, not kept),
+        whether or not this split takes them; an unreadable tar is one line naming it."""
+        try:
+            for position, sample in enumerate(webdataset.tariterators.tarfile_samples([{"url": shard.path}])):
+                if position >= skip:
+                    yield sample
+        except (tarfile.TarError, OSError, ValueError) as exc:
+            raise NasError(f"{shard.path}: cannot read the shard ({exc}); copy it again or pack again") from None
+
+
+def decode(sample: dict[str, Any]) -> tuple[Image.Image, int]:
+    """The RGB image and class of a raw sample; bytes that do not decode are one line naming the
+    shard and the member."""
+    url, key = sample.get("__url__", "?"), sample.get("__key__", "?")
+    images = [k for k in sample if not k.startswith("__") and k != CLASS_MEMBER]
+    if len(images) != 1 or CLASS_MEMBER not in sample:
+        raise NasError(f"{url}: sample {key} has members {sorted(images)} and needs one image and a .cls")
+    try:
+        with Image.open(io.BytesIO(sample[images[0]])) as img:
+            image = img.convert("RGB")
+        label = int(sample[CLASS_MEMBER])
+    except (OSError, SyntaxError, ValueError) as exc:  # PIL: truncated, corrupt or not an image
+        reason = "not an image PIL recognises" if isinstance(exc, UnidentifiedImageError) else exc
+        raise NasError(
+            f"{url}: member {key}.{images[0]}: cannot decode ({reason}); pack the shards again from an intact folder"
+        ) from None
+    return image, label
+
+
+def seeded_transform(transform, image: Image.Image, sample_seed: int) -> torch.Tensor:
+    """``transform(image)`` with Python's and torch's random state seeded by ``sample_seed``, the
+    caller's own left untouched."""
+    state = random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        random.seed(sample_seed)
+        torch.manual_seed(sample_seed)
+        tensor = transform(image)
+    random.setstate(state)
+    return tensor
+
+
+def _worker() -> tuple[int, int]:
+    """(this DataLoader worker's id, the number of workers); (0, 1) in the main process."""
+    info = get_worker_info()
+    return (info.id, info.num_workers) if info is not None else (0, 1)
+
+
+class ShardTrainStream(IterableDataset):
+    """A rank's training samples for one epoch, as ``(image tensor, label)`` (``keys=True``: and the
+    sample's key). It is also the trainer's sampler: :attr:`batches_per_epoch` and
+    :meth:`set_epoch` (module docstring: what an epoch reads, what resume restores exactly)."""
+
+    def __init__(
+        self,
+        source: ShardSource,
+        transform,
+        seed: int,
+        batch_size: int,
+        rank: int = 0,
+        world: int = 1,
+        keys: bool = False,
+    ):
+        self.source, self.transform, self.seed, self.keys = source, transform, seed, keys
+        self.batch_size, self.rank, self.world = batch_size, rank, world
+        self.batches_per_epoch = len(source) // (batch_size * world)
+        if self.batches_per_epoch < 1:
+            raise NasError(
+                f"{len(source)} training images (expected, in the shards) are fewer than one batch of "
+                f"{batch_size} per process ({world} processes); lower --batch-size"
+            )
+        # (epoch, start batch), shared with the loader's workers: persistent workers read it when an
+        # epoch's iterator starts, after the trainer has set it.
+        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """Read epoch ``epoch`` from its batch ``start_batch`` on (the next ``iter()``)."""
+        self._state[0], self._state[1] = epoch, start_batch
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter()`` reads."""
+        return int(self._state[0])
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._state[0] = epoch
+
+    def __len__(self) -> int:
+        return (self.batches_per_epoch - int(self._state[1])) * self.batch_size
+
+    def _slot_batches(self, role: int, workers: int) -> int:
+        return len(range(role, self.batches_per_epoch, workers))
+
+    def _sequence(self, epoch: int, start: int) -> Iterator[dict[str, Any]]:
+        """This epoch's shards in their seeded order, endlessly, from raw position ``start`` on (every
+        sample, whether this split takes it or not)."""
+        shards = self.source.shards
+        order = np.random.default_rng([self.seed, epoch, 7]).permutation(len(shards)).tolist()
+        first, skip = 0, start % max(sum(s.samples for s in shards), 1)
+        while skip >= shards[order[first]].samples and first < len(order) - 1:
+            skip -= shards[order[first]].samples
+            first += 1
+        while True:
+            for i in range(len(order)):
+                yield from self.source.read(shards[order[(first + i) % len(order)]], skip if i == 0 else 0)
+            skip = 0
+
+    def _kept(self, samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """The samples this split takes (one line if a whole pass of the shards holds none)."""
+        total, missed = sum(s.samples for s in self.source.shards), 0
+        for sample in samples:
+            if self.source.keep(sample["__key__"]):
+                missed = 0
+                yield sample
+            else:
+                missed += 1
+                if missed > total:
+                    raise NasError(f"{self.source.index.root}: no {self.source.name} samples in its shards")
+
+    def __iter__(self):
+        worker, workers = _worker()
+        epoch, start = (int(v) for v in self._state.tolist())
+        # Batch b of the epoch comes from worker b % workers (DataLoader's round-robin). Resumed at
+        # batch `start`, this worker's first batch is `start + worker`: it plays the role of the
+        # worker that served those batches in an uninterrupted epoch.
+        role = (worker + start) % workers
+        taken = len(range(role, start, workers)) * self.batch_size
+        quota = self._slot_batches(role, workers) * self.batch_size
+        # Every rank serves the same batches; slots are (rank, role), each owning a stretch of the
+        # epoch's sequence proportional to the samples it yields.
+        slots = [(r, w) for r in range(self.world) for w in range(workers)]
+        sizes = [self._slot_batches(w, workers) for _, w in slots]
+        slot = slots.index((self.rank, role))
+        total = sum(s.samples for s in self.source.shards)
+        begin, end = (total * sum(sizes[:k]) // max(sum(sizes), 1) for k in (slot, slot + 1))
+        # Its own stretch, shuffled; then, only if that ran short, on past its end (wrapping around).
+        # Shuffled apart, so that the buffer never reads ahead into the next slot's stretch.
+        rng = random.Random(f"shuffle/{self.seed}/{epoch}/{slot}/{len(slots)}")
+        shuffle = webdataset.filters.shuffle(SHUFFLE_BUFFER, min(100, SHUFFLE_BUFFER), rng=rng)
+        own = self._kept(islice(self._sequence(epoch, begin), end - begin))
+        stream = chain(shuffle(own), shuffle(self._kept(self._sequence(epoch, end))))
+        for sample in islice(stream, taken, quota):  # skipped ones are read, not decoded
+            image, label = decode(sample)
+            key = sample["__key__"]
+            sample_seed = (self.seed * 1_000_003 + epoch * 10_007 + stable_hash(key)) % 2**63
+            tensor = seeded_transform(self.transform, image, sample_seed)
+            yield (tensor, label, key) if self.keys else (tensor, label)
+
+
+class ShardEvalStream(IterableDataset):
+    """A split's samples through a deterministic transform, in shard order; each loader worker reads
+    its own shards. With ``positions``, only those positions of the split's stream (read in one
+    process, up to the last position: a prefix is cheap)."""
+
+    def __init__(self, source: ShardSource, transform, positions: list[int] | None = None, keys: bool = False):
+        self.source, self.transform, self.keys = source, transform, keys
+        self.positions = sorted(set(positions)) if positions is not None else None
+
+    def _kept(self, shards) -> Iterator[dict[str, Any]]:
+        for shard in shards:
+            for sample in self.source.read(shard):
+                if self.source.keep(sample["__key__"]):
+                    yield sample
+
+    def __iter__(self):
+        if self.positions is not None:
+            if not self.positions:
+                return
+            wanted, last = set(self.positions), self.positions[-1]
+            samples = (s for p, s in enumerate(islice(self._kept(self.source.shards), last + 1)) if p in wanted)
+        else:
+            worker, workers = _worker()
+            samples = self._kept(self.source.shards[worker::workers])
+        for sample in samples:
+            image, label = decode(sample)
+            tensor = self.transform(image)
+            yield (tensor, label, sample["__key__"]) if self.keys else (tensor, label)
+
+
+class ShardLoader:
+    """A DataLoader over a shard stream whose errors in a worker process surface as the worker's own
+    one-line :class:`NasError` (DataLoader re-raises it wrapped in the worker's traceback)."""
+
+    def __init__(self, loader: DataLoader):
+        self.loader, self.dataset = loader, loader.dataset
+
+    def __iter__(self):
+        try:
+            yield from self.loader
+        except NasError as exc:
+            message = str(exc)
+            if message.startswith("Caught NasError"):
+                raise NasError(message.rsplit("NasError: ", 1)[-1]) from None
+            raise
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+
+def shard_splits(
+    data: str, recipe: Recipe, seed: int, hold_out_search: bool = True
+) -> tuple[ShardSource, ShardSource, ShardSource, str]:
+    """Train, search and validation splits of the shard folder ``data``, and what "val" is
+    (:func:`nas.data.source.load_splits`'s rules: the search split held out, by hash; without val
+    shards, validation is the search split)."""
+    if recipe.train_images:
+        raise NasError(
+            f"{data}: train_images (a class-balanced subset) picks images by index; "
+            "a shard folder streams them: set train_images to 0 or give the image folder"
+        )
+    index = ShardIndex.load(data)
+    fraction = recipe.search_fraction
+    search = ShardSource(index, index.train, "search", seed, fraction, "search split")
+    train = ShardSource(index, index.train, "train", seed, fraction, "train split")
+    val = ShardSource(index, index.val, "all", name=f"{index.val_folder} shards") if index.val else None
+    if not hold_out_search and val is not None:
+        train = ShardSource(index, index.train, "all", name="train shards")
+    val_name = (
+        f"{index.val_folder}/ folder (shards)" if val is not None else "the search split (no val/ or test/ shards)"
+    )
+    log.info(
+        "%s: %d training images in %d shards (%d expected in the search split), %d validation",
+        data,
+        sum(s.samples for s in index.train),
+        len(index.train),
+        len(search),
+        len(val) if val is not None else 0,
+    )
+    return train, search, val if val is not None else search, val_name
+
+
+def shard_train_loader(
+    source: ShardSource, transform, recipe: Recipe, seed: int, rank: int = 0, world: int = 1, keys: bool = False
+) -> tuple[ShardLoader, ShardTrainStream, ShardTrainStream]:
+    """The training loader of a shard split; returns ``(loader, sampler, dataset)`` as
+    :func:`nas.data.loader.train_loader` does (here the stream is both sampler and dataset)."""
+    stream = ShardTrainStream(source, transform, seed, recipe.batch_size, rank, world, keys=keys)
+    loader = DataLoader(
+        stream,
+        batch_size=recipe.batch_size,
+        num_workers=recipe.loader_workers,
+        drop_last=True,
+        persistent_workers=recipe.loader_workers > 0,
+        # Its own generator: creating an iterator must not draw from the global RNG.
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return ShardLoader(loader), stream, stream
+
+
+def shard_eval_loader(
+    source: ShardSource, transform, recipe: Recipe, positions: list[int] | None = None, keys: bool = False
+) -> ShardLoader:
+    """An evaluation loader of a shard split (``positions``: only those of its stream, in one process)."""
+    stream = ShardEvalStream(source, transform, positions, keys=keys)
+    workers = 0 if positions is not None else recipe.loader_workers
+    return ShardLoader(DataLoader(stream, batch_size=recipe.eval_batch_size, num_workers=workers))
