@@ -368,7 +368,8 @@ class Trainer:
 
     def _log(self, epoch: int, window: "_Window", curves: Curves | None, bar) -> None:
         if self.device.type == "cuda":
-            # Queued GPU work belongs to this window's wall time; once per window, not per step.
+            # Queued GPU work belongs to this window's wall time: synchronised once per window, not per
+            # step (a float loss already waits for its step today; this keeps the clock honest if it stops).
             torch.cuda.synchronize(self.device)
         seconds = max(time.perf_counter() - window.start, 1e-9)
         lr = self.optimizer.param_groups[0]["lr"]
@@ -378,8 +379,8 @@ class Trainer:
             "loss": window.loss / max(window.steps, 1),
             "lr": lr,
             "images_per_s": window.images / seconds,
-            # The share of the window's wall time spent waiting for data (see _run_epochs), and per step.
-            "data_wait": min(window.data_s / seconds, 1.0),
+            # The share of the window's wall time spent waiting for data (see _run_epochs; on rank 0), and per step.
+            "data_wait": window.data_s / seconds,
             "data_ms": 1000 * window.data_s / max(window.steps, 1),
             **self.step_record(),
         }
