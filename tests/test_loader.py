@@ -12,7 +12,7 @@ from nas import NasError
 from nas.cli import main
 from nas.core.typed_yaml import from_mapping
 from nas.data import load_splits, train_loader
-from nas.data.loader import resolve_workers
+from nas.data.workers import resolve_workers
 from nas.recipe import Recipe, load_recipe
 
 

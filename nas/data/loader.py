@@ -8,9 +8,7 @@ the main process's state after they start, still seed by the right epoch.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 import random
 
 import numpy as np
@@ -20,51 +18,10 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from nas.core.errors import NasError
 from nas.data.shards import ShardSource, shard_eval_loader, shard_train_loader
 from nas.data.source import MEAN, STD, ImageSource, Splits
-from nas.recipe import LOADER_WORKERS_AUTO, Recipe
+from nas.data.workers import loader_options, resolve_workers
+from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
-
-#: Most worker processes ``loader_workers: auto`` starts per training process: timm's transforms at
-#: 224 px run at a few hundred images/s per core, so 8 feed one GPU's step at ImageNet recipes;
-#: more only add memory and start-up time.
-MAX_AUTO_WORKERS = 8
-#: Batches each worker keeps ready (DataLoader's default is 2). Decode time varies per image (ImageNet's
-#: JPEGs differ in size tenfold, RandAugment's operations in cost), so a deeper queue lets a slow batch
-#: be absorbed by the ones ready behind it; the cost is workers x 4 batches of host memory.
-PREFETCH_BATCHES = 4
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity where the OS has one, e.g. under a job scheduler)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def resolve_workers(requested: int | str, source: ImageSource | ShardSource) -> int:
-    """The DataLoader worker count for ``requested`` (``recipe.loader_workers``): a number as given;
-    ``auto``: 0 when ``source``'s images are decoded in memory (a worker would only add start-up and
-    copying; never so for a shard stream), else the cores available to this process shared among the
-    training processes of this node (torchrun's ``LOCAL_WORLD_SIZE``), one left for the training
-    process, within [1, 8]."""
-    if requested != LOADER_WORKERS_AUTO:
-        return int(requested)
-    if getattr(source, "pixels", None) is not None:
-        return 0
-    try:
-        local_world = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
-    except ValueError:
-        local_world = 1
-    return min(max(available_cores() // local_world - 1, 1), MAX_AUTO_WORKERS)
-
-
-def _loader_options(workers: int, device_type: str) -> dict:
-    """DataLoader keywords for ``workers`` processes feeding a ``device_type`` device."""
-    options: dict = {"num_workers": workers, "pin_memory": device_type == "cuda"}  # pinned: async host-to-GPU copy
-    if workers > 0:
-        # Workers live as long as the loader: no start-up (fork, dataset copy) at every epoch or evaluation.
-        options.update(persistent_workers=True, prefetch_factor=PREFETCH_BATCHES)
-    return options
 
 
 def train_transform(recipe: Recipe):
@@ -169,8 +126,9 @@ def train_loader(
             recipe.loader_workers,
         )
     if isinstance(splits.train, ShardSource):
-        resolved = dataclasses.replace(recipe, loader_workers=workers)
-        return shard_train_loader(splits.train, train_transform(recipe), resolved, seed, rank, world)
+        return shard_train_loader(
+            splits.train, train_transform(recipe), recipe, seed, rank, world, device_type=device_type
+        )
     dataset = ImageDataset(splits.train, train_transform(recipe), seed=seed)
     sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
     # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
@@ -181,7 +139,7 @@ def train_loader(
         sampler=sampler,
         drop_last=True,
         generator=torch.Generator().manual_seed(seed),
-        **_loader_options(workers, device_type),
+        **loader_options(workers, device_type),
     )
     return loader, sampler, dataset
 
@@ -191,17 +149,13 @@ def eval_loader(
 ) -> DataLoader:
     """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform,
     pinned for a ``cuda`` device (of a shard split: ``indices`` are positions in its stream)."""
-    workers = resolve_workers(recipe.loader_workers, source)
     if isinstance(source, ShardSource):
-        return shard_eval_loader(
-            source, eval_transform(recipe), dataclasses.replace(recipe, loader_workers=workers), indices
-        )
+        return shard_eval_loader(source, eval_transform(recipe), recipe, indices, device_type=device_type)
     dataset = ImageDataset(source, eval_transform(recipe))
     if indices is not None:
         dataset = torch.utils.data.Subset(dataset, indices)
-    return DataLoader(
-        dataset, batch_size=recipe.eval_batch_size, shuffle=False, **_loader_options(workers, device_type)
-    )
+    workers = resolve_workers(recipe.loader_workers, source)
+    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, **loader_options(workers, device_type))
 
 
 def preload(loader: DataLoader, max_mb: int) -> DataLoader | list[tuple[torch.Tensor, torch.Tensor]]:
