@@ -32,7 +32,7 @@ def top1(model: nn.Module, loader: Iterable, device="cpu", amp: str = "none") ->
     correct = total = 0
     for images, labels in loader:
         with autocast_for(amp, device):
-            logits = model(images.to(device))
+            logits = model(images.to(device, non_blocking=True))
         correct += (logits.argmax(dim=1).cpu() == labels).sum().item()
         total += labels.numel()
     return correct / max(total, 1)

@@ -29,6 +29,8 @@ CLIP_MODES = ("agc", "norm", "value")
 AMP_MODES = ("none", "bf16", "fp16")
 #: In-place distillation losses: KL divergence, or AlphaNet's adaptive alpha-divergence.
 DISTILL_DIVERGENCES = ("kl", "alpha")
+#: ``loader_workers: auto``: worker processes chosen when the loader is built.
+LOADER_WORKERS_AUTO = "auto"
 #: The smallest input side every family's stem and four downsampling stages accept.
 MIN_IMG_SIZE = 32
 #: Epochs ``nas demo`` trains with the demo recipe, its supernet and each network from scratch: about
@@ -70,7 +72,9 @@ class Recipe:
     label_smoothing: float = setting(0.1, low=0, high=1, high_open=True)
     cache_images: bool = setting(True, free=True)  # keep decoded images in memory when they fit
     cache_max_mb: int = setting(4096, low=0, free=True)
-    loader_workers: int = setting(0, low=0, free=True)  # DataLoader processes (--workers is Ray's)
+    # DataLoader processes (--workers is Ray's): a number, or "auto", resolved when the loader is built
+    # (nas.data.loader.resolve_workers: 0 for images decoded in memory, else this process's share of the cores)
+    loader_workers: int | str = setting(LOADER_WORKERS_AUTO, low=0, words=(LOADER_WORKERS_AUTO,), free=True)
     drop_path: float = setting(0.0, low=0, high=1, high_open=True)  # stochastic depth
     # supernet training
     sandwich_random: int = setting(2, low=0)  # random sub-networks per step besides the largest and the smallest
@@ -170,8 +174,19 @@ def add_recipe_overrides(parser: argparse.ArgumentParser) -> None:
         kind = hints[f.name]
         if kind is bool:
             group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_bool, metavar="true|false")
+        elif f.metadata.get("words"):  # a word or a number; checked with the other flags (recipe_from_args)
+            metavar = "|".join(f.metadata["words"]) + "|INT"
+            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_word_or_int, metavar=metavar)
         else:
             group.add_argument(flag, dest=f"recipe_{f.name}", type=kind, metavar=kind.__name__.upper())
+
+
+def _parse_word_or_int(text: str) -> int | str:
+    """``text`` as an integer when it is one, else as given (its field's rules judge it)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _parse_bool(text: str) -> bool:

@@ -34,13 +34,23 @@ def setting(
     low_open: bool = False,
     high_open: bool = False,
     choices: tuple | None = None,
+    words: tuple[str, ...] = (),
     free: bool = False,
 ) -> Any:
     """A dataclass field with its valid values, checked by :func:`from_mapping` and
     :func:`check_settings`: a range (``low``/``high``, inclusive unless ``*_open``) or ``choices``.
+    ``words`` are names an integer field (typed ``int | str``) also accepts, such as ``"auto"``.
     ``free`` marks a setting that does not change a run's result (threads, logging, caching), so a
     resumed run may change it; every other field must match (:func:`differences`)."""
-    meta = {"low": low, "high": high, "low_open": low_open, "high_open": high_open, "choices": choices, "free": free}
+    meta = {
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "high_open": high_open,
+        "choices": choices,
+        "words": words,
+        "free": free,
+    }
     return dataclasses.field(default=default, metadata=meta)  # default MISSING: required
 
 
@@ -48,6 +58,8 @@ def value_problem(value: Any, meta: Mapping[str, Any]) -> str | None:
     """What is wrong with ``value`` under a :func:`setting`'s rules (``None`` when it is fine)."""
     if meta.get("choices") is not None and value not in meta["choices"]:
         return f"must be one of {', '.join(map(str, meta['choices']))}, got {value!r}"
+    if meta.get("words"):
+        return _word_or_int_problem(value, meta)
     low, high = meta.get("low"), meta.get("high")
     if (low is None and high is None) or value is None or isinstance(value, bool):
         return None
@@ -63,6 +75,21 @@ def value_problem(value: Any, meta: Mapping[str, Any]) -> str | None:
     if low is not None:
         return f"must be {'above' if meta.get('low_open') else 'at least'} {low:g}, got {value:g}"
     return f"must be {'below' if meta.get('high_open') else 'at most'} {high:g}, got {value:g}"
+
+
+def _word_or_int_problem(value: Any, meta: Mapping[str, Any]) -> str | None:
+    """One message for a field that takes one of its ``words`` or an integer in its range, naming both."""
+    if value in meta["words"]:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value_problem(value, {**meta, "words": ()}) is None:
+        return None
+    bounds = []
+    if meta.get("low") is not None:
+        bounds.append(f"{'above' if meta.get('low_open') else 'at least'} {meta['low']:g}")
+    if meta.get("high") is not None:
+        bounds.append(f"{'below' if meta.get('high_open') else 'at most'} {meta['high']:g}")
+    integer = "an integer" + (" of " + " and ".join(bounds) if bounds else "")
+    return f"must be {' or '.join(meta['words'])} or {integer}, got {value!r}"
 
 
 def check_settings(obj: Any, name_of: Callable[[str], str], only: set[str] | None = None) -> None:
@@ -233,6 +260,10 @@ def from_mapping(cls: type, data: Any, where: str) -> Any:
     for name, field in fields.items():
         sub = f"{where}.{name}" if where else name
         if name in data:
+            if field.metadata.get("words"):  # one message naming the words and the range, whatever the type
+                problem = value_problem(data[name], field.metadata)
+                if problem:
+                    raise NasError(f"{sub} {problem}")
             kwargs[name] = convert(data[name], hints[name], sub)
             problem = value_problem(kwargs[name], field.metadata)
             if problem:

@@ -1,20 +1,27 @@
 """Loaders: timm's transforms over an :class:`~nas.data.source.ImageSource`, sharded and seeded.
 
 Augmentation is timm's. Each training sample's augmentation is seeded by (seed, epoch, index), so
-a run resumed mid-epoch sees exactly the images it would have seen, whatever the worker count.
+a run resumed mid-epoch sees exactly the images it would have seen, whatever the worker count: the
+sampler hands each worker ``(epoch, index)`` pairs, so persistent worker processes, which never see
+the main process's state after they start, still seed by the right epoch.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from nas.core.errors import NasError
 from nas.data.shards import ShardSource, shard_eval_loader, shard_train_loader
 from nas.data.source import MEAN, STD, ImageSource, Splits
+from nas.data.workers import loader_options, resolve_workers
 from nas.recipe import Recipe
+
+log = logging.getLogger(__name__)
 
 
 def train_transform(recipe: Recipe):
@@ -48,31 +55,38 @@ def eval_transform(recipe: Recipe):
 
 class ImageDataset(Dataset):
     """``source`` through ``transform``; with ``seed`` set, each sample's augmentation is seeded by
-    (seed, epoch, index) without touching the caller's random state."""
+    (seed, epoch, index) without touching the caller's random state. Items are addressed by index, or
+    by an ``(epoch, index)`` pair (what :class:`EpochSampler` yields; a plain index is epoch 0)."""
 
     def __init__(self, source: ImageSource, transform, seed: int | None = None):
-        self.source, self.transform, self.seed, self.epoch = source, transform, seed, 0
+        self.source, self.transform, self.seed = source, transform, seed
 
     def __len__(self) -> int:
         return len(self.source)
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, item: int | tuple[int, int]):
+        epoch, index = item if isinstance(item, tuple) else (0, item)
         image = self.source.image(index)
         if self.seed is None:
             return self.transform(image), self.source.label(index)
-        state = random.getstate()
+        # Python's, torch's and numpy's generators (timm's RandAugment draws its operations from numpy)
+        # are seeded per sample and restored after, so neither the worker count nor a worker's history matters.
+        state, numpy_state = random.getstate(), np.random.get_state()
         with torch.random.fork_rng(devices=[]):
-            sample_seed = (self.seed * 1_000_003 + self.epoch * 10_007 + index) % 2**63
+            sample_seed = (self.seed * 1_000_003 + epoch * 10_007 + index) % 2**63
             random.seed(sample_seed)
             torch.manual_seed(sample_seed)
+            np.random.seed(sample_seed % 2**32)
             tensor = self.transform(image)
         random.setstate(state)
+        np.random.set_state(numpy_state)
         return tensor, self.source.label(index)
 
 
-class EpochSampler(Sampler[int]):
+class EpochSampler(Sampler[tuple[int, int]]):
     """A seeded permutation per epoch, sharded across processes, starting at ``start_batch``
-    (to resume mid-epoch)."""
+    (to resume mid-epoch); yields ``(epoch, index)`` pairs, so the dataset seeds each sample by its
+    epoch even in worker processes started epochs ago."""
 
     def __init__(self, size: int, batch_size: int, seed: int, rank: int = 0, world: int = 1):
         self.size, self.batch_size, self.seed, self.rank, self.world = size, batch_size, seed, rank, world
@@ -91,17 +105,30 @@ class EpochSampler(Sampler[int]):
         order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
         per_rank = self.batches_per_epoch * self.batch_size
         mine = order[self.rank * per_rank : (self.rank + 1) * per_rank]
-        return iter(mine[self.start_batch * self.batch_size :])
+        return ((self.epoch, index) for index in mine[self.start_batch * self.batch_size :])
 
     def __len__(self) -> int:
         return (self.batches_per_epoch - self.start_batch) * self.batch_size
 
 
-def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world: int = 1):
+def train_loader(
+    splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world: int = 1, device_type: str = "cpu"
+) -> tuple[DataLoader, EpochSampler, ImageDataset]:
     """The training loader of ``splits.train`` (augmented, seeded per sample, sharded by ``rank`` and
-    ``world``); returns ``(loader, sampler, dataset)``. Shard splits stream (:mod:`nas.data.shards`)."""
+    ``world``, pinned for a ``cuda`` device); returns ``(loader, sampler, dataset)``. Shard splits
+    stream (:mod:`nas.data.shards`)."""
+    workers = resolve_workers(recipe.loader_workers, splits.train)
+    if rank == 0:
+        log.info(
+            "loader: %d worker process%s (loader_workers: %s)",
+            workers,
+            "" if workers == 1 else "es",
+            recipe.loader_workers,
+        )
     if isinstance(splits.train, ShardSource):
-        return shard_train_loader(splits.train, train_transform(recipe), recipe, seed, rank, world)
+        return shard_train_loader(
+            splits.train, train_transform(recipe), recipe, seed, rank, world, device_type=device_type
+        )
     dataset = ImageDataset(splits.train, train_transform(recipe), seed=seed)
     sampler = EpochSampler(len(dataset), recipe.batch_size, seed, rank, world)
     # Its own generator: creating an iterator must not draw from the global RNG, or a run resumed
@@ -110,22 +137,25 @@ def train_loader(splits: Splits, recipe: Recipe, seed: int, rank: int = 0, world
         dataset,
         batch_size=recipe.batch_size,
         sampler=sampler,
-        num_workers=recipe.loader_workers,
         drop_last=True,
         generator=torch.Generator().manual_seed(seed),
+        **loader_options(workers, device_type),
     )
     return loader, sampler, dataset
 
 
-def eval_loader(source: ImageSource, recipe: Recipe, indices: list[int] | None = None) -> DataLoader:
-    """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform (of a
-    shard split: ``indices`` are positions in its stream)."""
+def eval_loader(
+    source: ImageSource, recipe: Recipe, indices: list[int] | None = None, device_type: str = "cpu"
+) -> DataLoader:
+    """An unshuffled loader of ``source`` (or of its ``indices``) with the evaluation transform,
+    pinned for a ``cuda`` device (of a shard split: ``indices`` are positions in its stream)."""
     if isinstance(source, ShardSource):
-        return shard_eval_loader(source, eval_transform(recipe), recipe, indices)
+        return shard_eval_loader(source, eval_transform(recipe), recipe, indices, device_type=device_type)
     dataset = ImageDataset(source, eval_transform(recipe))
     if indices is not None:
         dataset = torch.utils.data.Subset(dataset, indices)
-    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, num_workers=recipe.loader_workers)
+    workers = resolve_workers(recipe.loader_workers, source)
+    return DataLoader(dataset, batch_size=recipe.eval_batch_size, shuffle=False, **loader_options(workers, device_type))
 
 
 def preload(loader: DataLoader, max_mb: int) -> DataLoader | list[tuple[torch.Tensor, torch.Tensor]]:

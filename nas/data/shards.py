@@ -57,6 +57,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from nas.core.errors import NasError
+from nas.data.workers import loader_options, resolve_workers
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
@@ -434,27 +435,39 @@ def shard_splits(
 
 
 def shard_train_loader(
-    source: ShardSource, transform, recipe: Recipe, seed: int, rank: int = 0, world: int = 1, keys: bool = False
+    source: ShardSource,
+    transform,
+    recipe: Recipe,
+    seed: int,
+    rank: int = 0,
+    world: int = 1,
+    keys: bool = False,
+    device_type: str = "cpu",
 ) -> tuple[ShardLoader, ShardTrainStream, ShardTrainStream]:
-    """The training loader of a shard split; returns ``(loader, sampler, dataset)`` as
-    :func:`nas.data.loader.train_loader` does (here the stream is both sampler and dataset)."""
+    """The training loader of a shard split (pinned for a ``cuda`` device); returns ``(loader, sampler,
+    dataset)`` as :func:`nas.data.loader.train_loader` does (here the stream is both sampler and dataset)."""
     stream = ShardTrainStream(source, transform, seed, recipe.batch_size, rank, world, keys=keys)
     loader = DataLoader(
         stream,
         batch_size=recipe.batch_size,
-        num_workers=recipe.loader_workers,
         drop_last=True,
-        persistent_workers=recipe.loader_workers > 0,
         # Its own generator: creating an iterator must not draw from the global RNG.
         generator=torch.Generator().manual_seed(seed),
+        **loader_options(resolve_workers(recipe.loader_workers, source), device_type),
     )
     return ShardLoader(loader), stream, stream
 
 
 def shard_eval_loader(
-    source: ShardSource, transform, recipe: Recipe, positions: list[int] | None = None, keys: bool = False
+    source: ShardSource,
+    transform,
+    recipe: Recipe,
+    positions: list[int] | None = None,
+    keys: bool = False,
+    device_type: str = "cpu",
 ) -> ShardLoader:
-    """An evaluation loader of a shard split (``positions``: only those of its stream, in one process)."""
+    """An evaluation loader of a shard split (``positions``: only those of its stream, in one process;
+    pinned for a ``cuda`` device)."""
     stream = ShardEvalStream(source, transform, positions, keys=keys)
-    workers = 0 if positions is not None else recipe.loader_workers
-    return ShardLoader(DataLoader(stream, batch_size=recipe.eval_batch_size, num_workers=workers))
+    workers = 0 if positions is not None else resolve_workers(recipe.loader_workers, source)
+    return ShardLoader(DataLoader(stream, batch_size=recipe.eval_batch_size, **loader_options(workers, device_type)))

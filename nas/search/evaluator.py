@@ -114,12 +114,13 @@ class SubnetEvaluator:
         self.device = device
         # Transformed once (when they fit in the recipe's image cache budget): every evaluation uses
         # the same calibration and search images.
-        calib = eval_loader(splits.train, recipe, calibration_indices(splits.train, recipe, spec.seed))
+        device_type = torch.device(device).type  # pinned batches for a CUDA device
+        calib = eval_loader(splits.train, recipe, calibration_indices(splits.train, recipe, spec.seed), device_type)
         self.calib = preload(calib, recipe.cache_max_mb)
         scored = (
             balanced_indices(splits.search, spec.search_images, spec.seed + 104_729) if spec.search_images else None
         )
-        self.search = preload(eval_loader(splits.search, recipe, scored), recipe.cache_max_mb)
+        self.search = preload(eval_loader(splits.search, recipe, scored, device_type), recipe.cache_max_mb)
         self.scored_images = len(scored) if scored is not None else len(splits.search)
         self.cache: dict[str, float] = {}
 

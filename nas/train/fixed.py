@@ -90,7 +90,7 @@ class FixedTrainer(Trainer):
             "params": count_params(self.arch, self.recipe.img_size, n),
             "macs": count_macs(self.arch, self.recipe.img_size, n),
         }
-        loader = eval_loader(self.splits.val, self.recipe)
+        loader = eval_loader(self.splits.val, self.recipe, device_type=self.device.type)
         for suffix, net in self.eval_nets():
             result[f"top1{suffix}"] = top1(net, loader, self.device, self.recipe.amp)
         return result

@@ -90,7 +90,9 @@ class Trainer:
         )
         self.config = as_dict(self.run_config)
         self.teacher = load_teacher(recipe, self.splits.num_classes, self.device)
-        self.loader, self.sampler, self.dataset = train_loader(self.splits, recipe, seed, self.env.rank, self.env.world)
+        self.loader, self.sampler, self.dataset = train_loader(
+            self.splits, recipe, seed, self.env.rank, self.env.world, self.device.type
+        )
         if recipe.amp == "fp16" and self.device.type != "cuda":
             raise NasError("amp fp16 needs a CUDA device; on the CPU use --amp bf16 or none")
         resume_state = None
@@ -307,9 +309,20 @@ class Trainer:
         for epoch in range(start_epoch, recipe.epochs):
             if self.step >= last:
                 break
+            # The epoch reaches the dataset (in worker processes too) through the sampler's (epoch, index) pairs.
             self.sampler.set_epoch(epoch, start_batch if epoch == start_epoch else 0)
-            self.dataset.epoch = epoch
-            for images, labels in self.loader:
+            batches = iter(self.loader)
+            while True:
+                # Data wait: host time spent getting the next batch (the loader's queue, or decoding
+                # and augmenting itself with 0 workers) and issuing its copy to the device. With pinned
+                # memory the copy itself runs asynchronously and overlaps compute, so this is the time
+                # the training process could not spend stepping.
+                waited = time.perf_counter()
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                images, labels = self._to_device(*batch)
+                window.data_s += time.perf_counter() - waited
                 loss = self._step(images, labels)
                 if first:  # start-up cost a user waits through (benchmarks/data_scale.py reads this line)
                     log.info("first optimizer step (step %d) done", self.step)
@@ -326,11 +339,17 @@ class Trainer:
             if self.step % self.steps_per_epoch == 0 or self.step >= last:
                 self.save()  # epoch end (or the early stop)
 
-    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
-        """One optimizer step on a batch: augmentation, teacher labels, the subclass's step, EMA."""
-        images, labels = images.to(self.device), labels.to(self.device)
+    def _to_device(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch on the training device: asynchronous from the pinned memory the loader gives on CUDA."""
+        images = images.to(self.device, non_blocking=True)
+        labels = labels.to(self.device, non_blocking=True)
         if self.recipe.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
+        return images, labels
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
+        """One optimizer step on a batch on the device (:meth:`_to_device`): augmentation, teacher
+        labels, the subclass's step, EMA."""
         targets = labels
         if self.mixup is not None:
             images, targets = self.mixup(images, labels)
@@ -348,19 +367,32 @@ class Trainer:
         return loss
 
     def _log(self, epoch: int, window: "_Window", curves: Curves | None, bar) -> None:
+        if self.device.type == "cuda":
+            # Queued GPU work belongs to this window's wall time: synchronised once per window, not per
+            # step (a float loss already waits for its step today; this keeps the clock honest if it stops).
+            torch.cuda.synchronize(self.device)
+        seconds = max(time.perf_counter() - window.start, 1e-9)
         lr = self.optimizer.param_groups[0]["lr"]
         record = {
             "step": self.step,
             "epoch": epoch,
             "loss": window.loss / max(window.steps, 1),
             "lr": lr,
-            "images_per_s": window.images / max(time.perf_counter() - window.start, 1e-9),
+            "images_per_s": window.images / seconds,
+            # The share of the window's wall time spent waiting for data (see _run_epochs; on rank 0), and per step.
+            "data_wait": window.data_s / seconds,
+            "data_ms": 1000 * window.data_s / max(window.steps, 1),
             **self.step_record(),
         }
         self.folder.log(record)
         if curves is not None:
             curves.add("train", {k: v for k, v in record.items() if k not in ("step", "epoch")}, self.step)
-        bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", img_s=f"{record['images_per_s']:.0f}")
+        bar.set_postfix(
+            loss=f"{record['loss']:.3f}",
+            lr=f"{lr:.2e}",
+            img_s=f"{record['images_per_s']:.0f}",
+            data=f"{record['data_wait']:.0%}",
+        )
 
     def _finish(self, curves: Curves | None) -> dict[str, Any]:
         """Score the trained network (main process) and write ``result.json``."""
@@ -388,10 +420,11 @@ class Trainer:
 
 
 class _Window:
-    """Loss and images since the last metrics line."""
+    """Loss, images and seconds waited for data since the last metrics line."""
 
     def __init__(self):
         self.loss, self.images, self.steps, self.start = 0.0, 0, 0, time.perf_counter()
+        self.data_s = 0.0
 
     def add(self, loss: float, images: int) -> None:
         self.loss += loss

@@ -313,9 +313,12 @@ class SupernetTrainer(Trainer):
             "train_split": len(self.splits.train),
         }
         calib = eval_loader(
-            self.splits.train, self.recipe, calibration_indices(self.splits.train, self.recipe, self.seed)
+            self.splits.train,
+            self.recipe,
+            calibration_indices(self.splits.train, self.recipe, self.seed),
+            device_type=self.device.type,
         )
-        search = eval_loader(self.splits.search, self.recipe)
+        search = eval_loader(self.splits.search, self.recipe, device_type=self.device.type)
         for suffix, net in self.eval_nets():
             for name, arch in (("largest", self.space.largest()), ("smallest", self.space.smallest())):
                 result[f"{name}_top1{suffix}"] = subnet_accuracy(net, arch, calib, search, self.device, self.recipe.amp)
