@@ -31,6 +31,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from nas.core.errors import NasError
+from nas.data.workers import available_cores
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,6 @@ def manifest_path(root: str | Path) -> Path:
     """The manifest file of the data folder ``root``."""
     resolved = str(Path(root).resolve())
     return cache_folder() / f"{Path(resolved).name}-{hashlib.sha256(resolved.encode()).hexdigest()[:16]}.npz"
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from nas.data.check import available_cores, check_images, manifest_path
+from nas.data.check import check_images, manifest_path
 from nas.data.source import _listing_fingerprint, list_folder
+from nas.data.workers import available_cores
 
 
 def _spread(values: np.ndarray) -> dict[str, int]:

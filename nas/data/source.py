@@ -23,8 +23,9 @@ import torch
 from PIL import Image
 
 from nas.core.errors import NasError
-from nas.data.check import available_cores, check_images, decode_all
+from nas.data.check import check_images, decode_all
 from nas.data.shards import ShardIndex, ShardSource, is_shard_folder, refuse_shards, shard_splits
+from nas.data.workers import available_cores
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)

@@ -7,6 +7,7 @@ a study that is run again (or a Ray task that is retried) continues where it sto
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from tqdm import tqdm
 
 from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
-from nas.recipe import Recipe, recipe_from_saved
+from nas.recipe import LOADER_WORKERS_AUTO, Recipe, recipe_from_saved
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.search.evaluator import DiskCache
@@ -57,11 +58,15 @@ def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]
 
         torch.set_num_threads(threads)
     run = Path(job["run"])
+    recipe = recipe_from_saved(job["recipe"])
+    if threads and recipe.loader_workers == LOADER_WORKERS_AUTO:
+        # A Ray task holds `threads` CPUs: its loader workers share them (auto would take the node's).
+        recipe = dataclasses.replace(recipe, loader_workers=threads - 1)
     return RunFolder(run, TRAINING).finished_or_run(
         lambda resume: train_fixed(
             FixedTrainingRequest(
                 ArchConfig.from_dict(job["arch"]),
-                recipe_from_saved(job["recipe"]),
+                recipe,
                 job["data"],
                 run,
                 seed=job["seed"],
