@@ -2,7 +2,7 @@
 step (cold and warm), resident memory per image, and the loader's images/s, at two sizes of an
 ImageNet-shaped folder, with the same figures extrapolated to ImageNet (1.33M images) and 8 ranks.
 
-    python benchmarks/data_scale.py [--sizes 12800,128000] [--work /tmp/nas-data-scale] [--check-images 3000]
+    python benchmarks/data_scale.py [--sizes 12800,128000] [--work /tmp/nas-data-scale] [--check-images 12800]
 
 The folder: a few hundred real JPEGs (crops of the two photographs scikit-learn ships, resized to
 500x375, ImageNet's typical size, quality 90) hard-linked into 1,000 class folders: ``train/`` holds
@@ -180,7 +180,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="12800,128000", help="training images of the two folders")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "nas-data-scale"))
     parser.add_argument("--sources", type=int, default=300, help="distinct JPEGs hard-linked (default 300)")
-    parser.add_argument("--check-images", type=int, default=3000, help="images the 1- and 2-process checks decode")
+    parser.add_argument(
+        "--check-images", type=int, default=12800, help="images the 1- and 2-process checks decode (default 12800)"
+    )
     parser.add_argument("--loader-batches", type=int, default=20, help="batches of 32 timed per loader")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
