@@ -207,6 +207,17 @@ def trajectory_section(run: Path) -> str:
     return "\n".join(out)
 
 
+def _flat(mapping: dict, prefix: str = "") -> dict:
+    """Nested mappings (the summary's random frontier) as one level of dotted keys."""
+    out = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def compare_section(run: Path) -> str:
     """A comparison's ``result.json``: one row per network (the searched one highlighted), the summary
     and the plot."""
@@ -230,7 +241,7 @@ def compare_section(run: Path) -> str:
         )
         classes.append("searched" if r["kind"] == "searched" else "")
     s = result["summary"]
-    summary_rows = [[text_cell(k), number(v, ".4g", key=f"summary.{k}")] for k, v in s.items()]
+    summary_rows = [[text_cell(k), number(v, ".4g", key=f"summary.{k}")] for k, v in _flat(s).items()]
     objective = result["objective"]
     out = [
         f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",

@@ -190,3 +190,80 @@ def _finite(value: float) -> float | None:
 def _ci(values: list[float]) -> list[float] | None:
     values = [v for v in values if v == v]
     return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if values else None
+
+
+#: The costs a comparison's random frontier is fitted against: row key -> (name in the summary, what x is).
+FRONTIER_COSTS = {"macs": ("log_macs", "ln(MACs)"), "latency_ms": ("latency_ms", "predicted latency (ms)")}
+
+
+def random_frontier(rows: Sequence[dict], level: float = 0.95) -> dict[str, dict[str, Any]]:
+    """The random frontier of a comparison: the random networks' (``rows[1:]``) mean top-1 fitted by least
+    squares against ln(MACs) and against predicted latency, and how far the searched network (``rows[0]``)
+    lies above (or below) each line at its own cost.
+
+    Equal MES is not equal cost: a searched network that spends its budget on MACs may beat random networks
+    only by being bigger. The residual asks whether it beats what random networks of its cost reach. Its
+    interval is a t-interval with k - 2 degrees of freedom (k random networks) whose variance is the fitted
+    line's at the searched network's cost, s^2 (1/k + (x - mean x)^2 / Sxx), plus the searched network's own
+    seed noise, var / n over its n seeds (not included with one seed: ``seed_noise_included``): the interval of
+    how far its true mean top-1 lies from the random networks' mean at its cost. Each cost also gets where the
+    searched network ranks on it (1: the most costly). With fewer than 3 random networks, no spread in cost
+    or no latency, the fit is not estimable (``estimable`` False and a ``reason``)."""
+    from scipy import stats
+
+    searched, randoms = rows[0], list(rows[1:])
+    seeds = [float(v) for v in searched.get("top1_seeds") or [searched["top1"]]]
+    seed_var = statistics.variance(seeds) / len(seeds) if len(seeds) > 1 else 0.0
+    out: dict[str, dict[str, Any]] = {}
+    for key, (name, label) in FRONTIER_COSTS.items():
+        entry: dict[str, Any] = {"x": label, "networks": len(rows)}
+        out[name] = entry
+        costs = [r.get(key) for r in rows]
+        if any(c is None for c in costs):
+            entry.update(estimable=False, reason=f"no {label} for every network")
+            continue
+        entry["searched_rank_by_cost"] = 1 + sum(c > costs[0] for c in costs[1:])
+        entry["searched_cost_over_random_mean"] = float(costs[0] / statistics.fmean(costs[1:])) if randoms else None
+        x = np.log(np.asarray(costs, dtype=float)) if key == "macs" else np.asarray(costs, dtype=float)
+        xs, xr = float(x[0]), x[1:]
+        yr = np.asarray([r["top1"] for r in randoms], dtype=float)
+        k = len(randoms)
+        sxx = float(((xr - xr.mean()) ** 2).sum()) if k else 0.0
+        if k < 3:
+            entry.update(estimable=False, reason=f"fewer than 3 random networks ({k})")
+            continue
+        if not sxx > 1e-12 * max(1.0, float(np.abs(xr).max()) ** 2):
+            entry.update(estimable=False, reason="the random networks' costs do not vary")
+            continue
+        slope = float(((xr - xr.mean()) * (yr - yr.mean())).sum() / sxx)
+        intercept = float(yr.mean() - slope * xr.mean())
+        dof = k - 2
+        rss = float(((yr - (intercept + slope * xr)) ** 2).sum())
+        s2 = rss / dof if dof > 0 else float("nan")
+        fitted = intercept + slope * xs
+        residual = float(searched["top1"]) - fitted
+        se = math.sqrt(s2 * (1 / k + (xs - xr.mean()) ** 2 / sxx) + seed_var)
+        if not se > 0:  # a degenerate interval is no interval
+            entry.update(estimable=False, reason="the random networks lie exactly on a line and no seed noise is known")
+            continue
+        t = float(stats.t.ppf(0.5 + level / 2, dof))
+        entry.update(
+            estimable=True,
+            slope=slope,
+            slope_ci=[slope - t * math.sqrt(s2 / sxx), slope + t * math.sqrt(s2 / sxx)],
+            intercept=intercept,
+            residual_std=math.sqrt(s2),
+            searched_x=xs,
+            fitted_top1=fitted,
+            residual=residual,
+            residual_se=se,
+            residual_ci=[residual - t * se, residual + t * se],
+            p_above=float(stats.t.sf(residual / se, dof)),  # one-sided: the searched network above the line
+            dof=dof,
+            ci_level=level,
+            randoms=k,
+            searched_seeds=len(seeds),
+            seed_noise_included=len(seeds) > 1,
+            extrapolated=not float(xr.min()) <= xs <= float(xr.max()),
+        )
+    return out

@@ -30,7 +30,19 @@ def add_parser(sub) -> None:
         "objective, device, image size and data are the defaults.",
     )
     p.add_argument("--searched", required=True, metavar="ARCH", help="the searched arch YAML (or a named member)")
-    p.add_argument("--random", type=positive_int, default=5, help="random sub-networks (default 5)")
+    p.add_argument(
+        "--random",
+        type=positive_int,
+        help="random sub-networks (default 5, or all of --random-from's); drawn from a seed of the searched "
+        "network's digest and --seed, so each comparison draws its own",
+    )
+    p.add_argument(
+        "--random-from",
+        metavar="COMPARE_DIR",
+        help="reuse that comparison's random networks (the first --random of them) instead of drawing new ones; "
+        "each must meet this searched network's budget within --tolerance. Comparisons that share draws are "
+        "not independent results",
+    )
     p.add_argument(
         "--seeds",
         type=positive_int,
@@ -104,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         space=space,
         recipe=recipe_from_args(args),
         out=out,
-        n_random=args.random,
+        n_random=args.random if args.random is not None else (None if args.random_from else 5),
         data=args.data if args.data is not None else defaults.get("data"),
         seed=args.seed,
         seeds=args.seeds,
@@ -122,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         recipe_name=str(args.recipe),
         searched_label=label,
+        random_from=args.random_from,
     )
     result = compare(request)
     o = result["objective"]

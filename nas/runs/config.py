@@ -111,6 +111,8 @@ class CompareRunConfig:
     supernet_digest: str | None = None
     bn_calib_batches: int | None = None
     seeds: int = setting(1, low=1)  # training seeds per network: seed, seed + 1, ...
+    random_from: str | None = setting(None, free=True)  # the comparison whose random networks this one reuses
+    random_from_digest: str | None = None  # SHA-256 of that comparison's plan.json: which networks
 
 
 @dataclass(frozen=True)

@@ -4,22 +4,33 @@ The papers' evidence that search matters (EfficientFormer tab. 5, EfficientForme
 that the searched network beats random sub-networks that meet the same budget when every network
 is trained from scratch with the same recipe. :func:`compare` makes that comparison: it draws the
 random networks as ``nas sample`` does (uniform per choice, within ``tolerance`` of the searched
-network's MES, latency or size, on the side that meets it), trains each one with
+network's MES, latency or size, on the side that meets it) from a seed of their own
+(:func:`draw_seed`: the searched network and ``--seed``), or reuses another comparison's
+(``random_from``), trains each one with
 :class:`nas.train.fixed.FixedTrainer` (same recipe, same seed, so the same data order and
 augmentation), in this process or as Ray tasks, and writes a Markdown and CSV table and a plot.
 
 Everything lives in one output folder: ``plan.json`` (the networks, fixed before any training,
 so ``--resume`` trains the same ones), ``archs/*.yaml``, ``runs/<name>/`` (one ``nas train`` run
 each, resumable), ``compare.md``, ``compare.csv``, ``compare.png`` and ``result.json``.
+
+Equal MES is not equal cost, so every comparison also fits the random networks' accuracy against
+ln(MACs) and predicted latency (:func:`nas.stats.random_frontier`) and says how far above or below
+those lines the searched network lies, and where each network sits on cost.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -31,13 +42,13 @@ from nas.metrics import count_macs
 from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest, load_checkpoint
 from nas.runs.config import CompareRunConfig
-from nas.runs.folder import COMPARISON, RunFolder
+from nas.runs.folder import COMPARISON, PLAN, RunFolder
 from nas.runs.writers import csv_text, pyplot, save_figure
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import Objective, cost_function, require_table
-from nas.search.sample import sample_within_budget
+from nas.search.sample import sample_within_budget, within_budget
 from nas.space_files import load_space
-from nas.stats import mean_std, searched_vs_random
+from nas.stats import mean_std, random_frontier, searched_vs_random
 from nas.studies.jobs import seed_run_name, supernet_accuracies, train_all, train_images_words, training_job
 
 log = logging.getLogger(__name__)
@@ -51,9 +62,9 @@ class CompareRequest:
     space: SearchSpace  # the space it and the random networks belong to
     recipe: Recipe  # how every network is trained from scratch
     out: str | Path  # the comparison's folder
-    n_random: int = 5  # random sub-networks of the searched network's budget
+    n_random: int | None = 5  # random sub-networks of the searched network's budget (None: all of random_from's)
     data: str | None = None  # image folder (None: scikit-learn's digits)
-    seed: int = 0  # sampling and the first training seed
+    seed: int = 0  # the first training seed; with the searched network, the random networks' draws (draw_seed)
     seeds: int = 1  # training seeds per network: seed, seed + 1, ...
     objective: str = "mes"  # the budget matched: mes, latency or params
     tolerance: float = 0.05  # relative budget band
@@ -69,6 +80,7 @@ class CompareRequest:
     recipe_name: str = ""  # how the user named the recipe (for the sources)
     searched_label: str = ""  # how the user named the searched arch
     progress: bool = True
+    random_from: str | Path | None = None  # reuse this comparison's random networks instead of drawing them
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,7 @@ class _Prepared:
     cost: Any
     supernet_spec: EvalSpec | None
     supernet_context: dict
+    reused: list[tuple[str, ArchConfig]] | None = None  # random_from's random networks (its names)
 
 
 def compare(request: CompareRequest) -> dict[str, Any]:
@@ -96,17 +109,25 @@ def compare(request: CompareRequest) -> dict[str, Any]:
     folder = RunFolder(request.out, COMPARISON)
     saved = folder.check(prepared.config, request.resume)
     if saved is not None:
-        objective, networks = _saved_plan(folder, saved)
+        objective, networks, draws = _saved_plan(folder, saved)
     else:
-        objective, networks = _plan(request, prepared.cost)
+        objective, networks, draws = _plan(request, prepared)
     plan = {
         "objective": {"name": objective.name, "target": objective.target},
         "networks": [{"name": n, "arch": a.to_dict(), "digest": a.digest} for n, a in networks],
+        **{k: v for k, v in draws.items() if k in ("draw_seed", "random_from")},
     }
     with folder.start(prepared.config, request.resume, plan):
         for name, arch in networks:  # written again on resume: a run killed before it wrote them has them
             arch.save(folder.path / "archs" / f"{name}.yaml")
-        return _train_and_report(request, prepared, folder, objective, networks)
+        return _train_and_report(request, prepared, folder, objective, networks, draws)
+
+
+def draw_seed(searched_digest: str, seed: int) -> int:
+    """The seed a comparison draws its random networks from: a stable hash (SHA-256) of the searched
+    network's digest and ``--seed``. Comparisons of different searched networks, or with different seeds,
+    draw independent random networks; the same comparison run again draws the same ones."""
+    return int.from_bytes(hashlib.sha256(f"{searched_digest}:{seed}".encode()).digest()[:4], "big")
 
 
 def _check_request(request: CompareRequest) -> None:
@@ -114,7 +135,7 @@ def _check_request(request: CompareRequest) -> None:
     request.space.validate(request.searched, where=request.searched_label or "searched arch")
     Objective(request.objective, 1.0)  # an unknown objective fails before anything else
     require_table(request.objective, request.device)
-    if request.n_random < 1:
+    if request.n_random is not None and request.n_random < 1:
         raise NasError(f"--random must be at least 1, got {request.n_random}")
     if request.seeds < 1:
         raise NasError(f"--seeds must be at least 1, got {request.seeds}")
@@ -140,11 +161,18 @@ def _prepare(request: CompareRequest) -> _Prepared:
         supernet_context = supernet_spec.context()
     table = LatencyTable.load(request.device, space, request.img_size) if request.device else None
     cost = cost_function(table, request.img_size, num_classes)  # the budget as the search priced it
+    reused, reused_digest = _reused_networks(request.random_from, space) if request.random_from else (None, None)
+    n_random = request.n_random if request.n_random is not None else (len(reused) if reused else 5)
+    if reused is not None and n_random > len(reused):
+        raise NasError(
+            f"--random {n_random}, but --random-from {request.random_from} holds {len(reused)} random networks; "
+            "leave --random out to reuse them all"
+        )
     config = CompareRunConfig(
         searched=request.searched.to_dict(),
         searched_digest=request.searched.digest,
         space=space.name,
-        random=request.n_random,
+        random=n_random,
         objective=request.objective,
         tolerance=request.tolerance,
         device=request.device,
@@ -160,32 +188,91 @@ def _prepare(request: CompareRequest) -> _Prepared:
         supernet_digest=supernet_context.get("supernet_digest"),
         bn_calib_batches=supernet_context.get("bn_calib_batches"),
         seeds=request.seeds,
+        random_from=str(request.random_from) if request.random_from else None,
+        random_from_digest=reused_digest,
     )
-    return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context)
+    return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
 
 
-def _plan(request: CompareRequest, cost) -> tuple[Objective, list[tuple[str, ArchConfig]]]:
-    """The budget (the searched network's own) and the networks: the searched one, then the random ones."""
-    searched = request.searched
+def _reused_networks(path: str | Path, space: SearchSpace) -> tuple[list[tuple[str, ArchConfig]], str]:
+    """The random networks of the comparison in ``path`` (``--random-from``), with its plan's digest."""
+    plan_path = Path(path) / PLAN
+    if not plan_path.is_file():
+        raise NasError(f"--random-from {path}: not a comparison folder (no {PLAN})")
+    try:
+        plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        other_space = plan["config"]["space"]
+        entries = [(n["name"], n["arch"]) for n in plan["networks"] if n["name"] != "searched"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NasError(f"{plan_path}: corrupt comparison plan ({type(exc).__name__}: {exc})") from None
+    if other_space != space.name:
+        raise NasError(f"--random-from {path}: its networks are of space {other_space}, not {space.name}")
+    if not entries:
+        raise NasError(f"--random-from {path}: its plan holds no random networks")
+    networks = []
+    for name, arch in entries:
+        try:
+            networks.append((name, ArchConfig.from_dict(arch)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise NasError(f"{plan_path}: corrupt comparison plan ({name}: {exc})") from None
+        space.validate(networks[-1][1], where=f"{plan_path} {name}")
+    return networks, file_digest(plan_path)
+
+
+def _plan(request: CompareRequest, prepared: _Prepared) -> tuple[Objective, list[tuple[str, ArchConfig]], dict]:
+    """The budget (the searched network's own), the networks (the searched one, then the random ones) and
+    how the random ones were chosen: drawn from :func:`draw_seed`, or reused from ``random_from`` after
+    checking that each meets this budget."""
+    searched, cost, config = request.searched, prepared.cost, prepared.config
     target = Objective(request.objective, 1.0).value(cost(searched))
     objective = Objective(request.objective, target)
-    randoms = sample_within_budget(
-        request.space,
-        request.n_random,
-        objective,
-        cost,
-        random.Random(request.seed),
-        request.tolerance,
-        exclude={searched.digest},
-    )
-    return objective, [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)]
+    if prepared.reused is not None:
+        randoms = [arch for _, arch in prepared.reused[: config.random]]
+        for name, arch in prepared.reused[: config.random]:
+            _require_in_band(request.random_from, name, arch, searched, objective, cost, config.tolerance)
+        draws = {"random_from": {"path": config.random_from, "plan_digest": config.random_from_digest}}
+    else:
+        seed = draw_seed(searched.digest, config.seed)
+        randoms = sample_within_budget(
+            request.space,
+            config.random,
+            objective,
+            cost,
+            random.Random(seed),
+            config.tolerance,
+            exclude={searched.digest},
+        )
+        draws = {"draw_seed": seed}
+    return objective, [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)], draws
 
 
-def _saved_plan(folder: RunFolder, saved: dict) -> tuple[Objective, list[tuple[str, ArchConfig]]]:
-    """The budget and networks of the plan a resumed comparison recorded."""
+def _require_in_band(source, name: str, arch: ArchConfig, searched: ArchConfig, objective: Objective, cost, tolerance):
+    """Refuse a reused random network that is the searched one or outside this searched network's band."""
+    if arch.digest == searched.digest:
+        raise NasError(f"--random-from {source}: its {name} is the searched network itself")
+    value = objective.value(cost(arch))
+    if not within_budget(objective, value, tolerance):
+        t = objective.target
+        low, high = (t, t * (1 + tolerance)) if objective.higher_is_better else (t * (1 - tolerance), t)
+        raise NasError(
+            f"--random-from {source}: its {name} has {objective.name} {value:.4g}, outside this searched "
+            f"network's band {low:.4g} to {high:.4g} ({100 * tolerance:g}% of {t:.4g} on the side that meets it)"
+        )
+
+
+def _saved_plan(folder: RunFolder, saved: dict) -> tuple[Objective, list[tuple[str, ArchConfig]], dict]:
+    """The budget, networks and draws of the plan a resumed comparison recorded (a plan from before draws
+    depended on the searched network has no ``draw_seed``: its networks were drawn from ``--seed`` alone)."""
     try:
         objective = Objective(saved["objective"]["name"], saved["objective"]["target"])
-        return objective, [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+        networks = [(n["name"], ArchConfig.from_dict(n["arch"])) for n in saved["networks"]]
+        if "random_from" in saved:
+            draws = {"random_from": saved["random_from"]}
+        elif "draw_seed" in saved:
+            draws = {"draw_seed": int(saved["draw_seed"])}
+        else:
+            draws = {"draw_seed": int(saved["config"]["seed"]), "seed_only": True}
+        return objective, networks, draws
     except (ValueError, KeyError, TypeError) as exc:
         raise folder.corrupt(exc) from None
 
@@ -196,6 +283,7 @@ def _train_and_report(
     folder: RunFolder,
     objective: Objective,
     networks: list[tuple[str, ArchConfig]],
+    draws: dict,
 ) -> dict[str, Any]:
     """Train every network with every seed, score them with the supernet, write the tables and plot."""
     config, out = prepared.config, folder.path
@@ -228,10 +316,14 @@ def _train_and_report(
         "space": request.space.name,
         "searched": request.searched_label,
         "rows": rows,
+        "draws": draws,
         "sources": _sources(
-            config, objective, request.space, prepared.table, request.recipe, trained[0], prepared.num_classes
+            config, objective, request.space, prepared.table, request.recipe, trained[0], prepared.num_classes, draws
         ),
-        "summary": searched_vs_random(rows, config.seed, with_supernet=bool(config.supernet)),
+        "summary": {
+            **searched_vs_random(rows, config.seed, with_supernet=bool(config.supernet)),
+            "frontier": random_frontier(rows),
+        },
         "provenance": {
             **clock.summary(),
             "network_wall_seconds": round(sum(r.get("provenance", {}).get("wall_seconds", 0.0) for r in trained), 1),
@@ -239,7 +331,7 @@ def _train_and_report(
     }
     write_text_atomic(out / "compare.csv", to_csv(rows))
     write_text_atomic(out / "compare.md", to_markdown(result))
-    _plot(rows, prepared.table is not None, out / "compare.png", objective)
+    _plot(rows, prepared.table is not None, out / "compare.png", objective, result["summary"]["frontier"])
     folder.write_result(result)
     return result
 
@@ -278,7 +370,14 @@ def _rows(
 
 
 def _sources(
-    config: CompareRunConfig, objective: Objective, space, table, recipe: Recipe, first: dict, num_classes: int
+    config: CompareRunConfig,
+    objective: Objective,
+    space,
+    table,
+    recipe: Recipe,
+    first: dict,
+    num_classes: int,
+    draws: dict,
 ) -> dict[str, str]:
     """Where each column's numbers come from, in words."""
     seeds = [config.seed + k for k in range(config.seeds)]
@@ -292,7 +391,11 @@ def _sources(
         "head, the size the search priced",
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
         "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of "
-        f"the searched network's {objective.name} {objective.target:.4g} on the side that meets it",
+        f"the searched network's {objective.name} {objective.target:.4g} on the side that meets it; "
+        + _draws_words(draws),
+        "frontier": "least squares of the random networks' mean top-1 against ln(MACs) and against predicted "
+        "latency; the searched network's residual has a t-interval (k - 2 degrees of freedom) of the line at its "
+        "cost plus its own seed noise",
     }
     if config.supernet:
         sources["supernet accuracy"] = (
@@ -300,6 +403,22 @@ def _sources(
             "BatchNorm recalibrated, on that run's search split (what the search saw)"
         )
     return sources
+
+
+def _draws_words(draws: dict) -> str:
+    """How a comparison's random networks were chosen, in words."""
+    if "random_from" in draws:
+        source = draws["random_from"]
+        return (
+            f"reused from comparison {source['path']} (plan.json digest {source['plan_digest']}): "
+            "not an independent draw"
+        )
+    if draws.get("seed_only"):
+        return (
+            f"drawn with --seed {draws['draw_seed']} alone (a comparison from before draws depended on the searched "
+            "network: other comparisons in this space with this seed drew the same networks)"
+        )
+    return f"drawn with seed {draws['draw_seed']} (SHA-256 of the searched network's digest and --seed)"
 
 
 CSV_FIELDS = (
@@ -418,6 +537,7 @@ def to_markdown(result: dict) -> str:
         "",
         summary_line(result) + ".",
         "",
+        *frontier_lines(result),
         "Where the numbers come from:",
         "",
     ]
@@ -425,12 +545,124 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective) -> None:
+#: The costs of compare.md's cost table: row key -> (column, what it is, the most and the least of it, format, scale).
+_COSTS = {
+    "macs": ("MACs (M)", "MACs", ("the most", "the fewest"), ".1f", 1e-6),
+    "latency_ms": ("latency (ms)", "predicted latency", ("the highest", "the lowest"), ".3f", 1.0),
+}
+
+
+def _rank_words(rank: int, n: int, key: str) -> str:
+    _, what, (most, least), _, _ = _COSTS[key]
+    if rank == 1:
+        return f"{most} {what} of the {n}"
+    if rank == n:
+        return f"{least} {what} of the {n}"
+    return f"rank {rank} of {n} by {what} (1: {most})"
+
+
+def _cost_rank(rows: list[dict], i: int, key: str) -> int:
+    """Rank of network ``i`` by cost ``key`` among ``rows`` (1: the most costly; ties share the better rank)."""
+    return 1 + sum(r[key] > rows[i][key] for r in rows)
+
+
+def _frontier_words(name: str, fit: dict) -> str:
+    what = "ln(MACs)" if name == "log_macs" else "predicted latency"
+    if not fit.get("estimable"):
+        return f"- against {what}: not estimable ({fit.get('reason', 'no fit')})"
+    level = int(round(100 * fit["ci_level"]))
+    if name == "log_macs":  # points per doubling reads better than per unit of ln(MACs)
+        per, scale = "per doubling of MACs", 100 * math.log(2)
+    else:
+        per, scale = "per ms", 100.0
+    lo, hi = fit["residual_ci"]
+    slo, shi = fit["slope_ci"]
+    side = "above" if fit["residual"] >= 0 else "below"
+    notes = ""
+    if not fit.get("seed_noise_included"):
+        notes += "; the searched network's seed noise is not included: one seed"
+    if fit.get("extrapolated"):
+        notes += "; extrapolated: its cost lies outside the random networks' range"
+    return (
+        f"- against {what}: the random networks' top-1 changes by {scale * fit['slope']:+.2f} points {per} "
+        f"({level}% CI {scale * slo:+.2f} to {scale * shi:+.2f}); the searched network lies "
+        f"{100 * abs(fit['residual']):.2f} points {side} that line at its cost ({level}% CI {100 * lo:+.2f} to "
+        f"{100 * hi:+.2f}, t with {fit['dof']} dof; one-sided p = {fit['p_above']:.3f} for lying above it{notes})"
+    )
+
+
+def frontier_lines(result: dict) -> list[str]:
+    """compare.md's frontier section: every network's MACs, latency and MES with its top-1 (most MACs
+    first), where the searched network sits on each cost, and how far above or below the random networks'
+    fitted accuracy-cost lines (:func:`nas.stats.random_frontier`) it lies. Empty for a result without them."""
+    rows, frontier = result["rows"], result.get("summary", {}).get("frontier")
+    if frontier is None:
+        return []
+    n = len(rows)
+    costs = [k for k in _COSTS if all(r.get(k) is not None for r in rows)]
+    head = (
+        "| network | top-1 (%) | "
+        + "".join(f"{_COSTS[k][0]} | rank | " for k in costs)
+        + "MES | "
+        + "".join(f"{_COSTS[k][1]} / searched's | " for k in costs)
+    ).rstrip()
+    lines = ["## Where each network sits on cost", "", head, "|" + "---|" * (head.count("|") - 1)]
+    for i in sorted(range(n), key=lambda i: -(rows[i].get("macs") or 0)):
+        r = rows[i]
+        cells = [f"**{r['network']}**" if r["kind"] == "searched" else r["network"], _fmt(100 * r["top1"], ".2f")]
+        for k in costs:
+            cells += [_fmt(r[k] * _COSTS[k][4], _COSTS[k][3]), str(_cost_rank(rows, i, k))]
+        cells.append(_fmt(r.get("mes"), ".1f"))
+        cells += [f"{r[k] / rows[0][k]:.3f}x" if rows[0][k] else "-" for k in costs]
+        lines.append("| " + " | ".join(cells) + " |")
+    where = [_rank_words(_cost_rank(rows, 0, k), n, k) for k in costs]
+    lines += [
+        "",
+        (f"The searched network has {' and '.join(where)}." if where else ""),
+        "",
+        f"The random frontier, the {n - 1} random networks' mean top-1 fitted by least squares against each cost:",
+        "",
+    ]
+    lines += [_frontier_words(name, fit) for name, fit in frontier.items()]
+    return lines + [""]
+
+
+def _frontier_panel(ax, rows: list[dict], fit: dict) -> None:
+    """Top-1 against MACs (log scale) with the random networks' fitted line, when there is one."""
+    for r in rows:
+        searched = r["kind"] == "searched"
+        ax.scatter(
+            r["macs"] / 1e6,
+            100 * r["top1"],
+            marker="*" if searched else "o",
+            s=160 if searched else 40,
+            color="tab:red" if searched else "tab:blue",
+            zorder=3,
+        )
+    if fit.get("estimable"):
+        macs = np.geomspace(min(r["macs"] for r in rows), max(r["macs"] for r in rows), 50)
+        ax.plot(
+            macs / 1e6,
+            100 * (fit["intercept"] + fit["slope"] * np.log(macs)),
+            color="tab:blue",
+            alpha=0.6,
+            label=f"random frontier (searched {100 * fit['residual']:+.2f} points)",
+        )
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("MACs (M, log scale)")
+    ax.set_ylabel("top-1 (%)")
+    ax.set_title("top-1 against MACs")
+    ax.grid(alpha=0.3)
+
+
+def _plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective, frontier: dict | None = None) -> None:
     plt = pyplot()
     key, label = (
         ("latency_ms", "latency (ms, see compare.md for its source)") if with_latency else ("params", "parameters")
     )
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, mac_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    _frontier_panel(mac_ax, rows, (frontier or {}).get("log_macs", {}))
     for r in rows:
         searched = r["kind"] == "searched"
         x = r[key] / (1 if with_latency else 1e6)
