@@ -247,3 +247,24 @@ def test_a_comparison_at_equal_predicted_latency(tiny_search, tmp_path, capsys):
     assert frontier["log_macs"]["searched_rank_by_cost"] == macs_rank
     assert "within 5% of the searched network's latency" in result["sources"]["sampling"]
     assert (out / "compare.png").stat().st_size > 0
+
+
+def test_committed_comparisons_that_share_draws_count_as_one():
+    from pathlib import Path
+
+    from nas.studies.compare import draw_groups
+
+    results = Path(__file__).parent.parent / "docs" / "results"
+    randoms = {
+        p.parent.name: [r["digest"] for r in json.loads(p.read_text())["rows"][1:]]
+        for p in sorted(results.glob("compare-*/result.json"))
+    }
+    groups = draw_groups(randoms)
+    assert sorted(n for g in groups for n in g) == sorted(randoms)
+    # Issue 36: all three main-space MES 200 comparisons after the first, and four tiny MES 800 ones, drew
+    # the same five random networks; more share some of them.
+    same_main = {"compare-v2-main-1ep-plus1-mes200", "compare-v2-main-1ep-seed1-mes200"}
+    same_tiny = {"compare-v2-tiny-mes800", "compare-v2-tiny-proj-mes800", "compare-v2-tiny-band800-seed1-mes800"}
+    assert any(same_main <= set(g) for g in groups) and any(same_tiny <= set(g) for g in groups)
+    assert len(randoms) == 16 and len(groups) == 6
+    assert draw_groups({"a": ["x", "y"], "b": ["z"], "c": ["y", "w"], "d": ["w"]}) == [["a", "c", "d"], ["b"]]

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,33 @@ def draw_seed(searched_digest: str, seed: int) -> int:
     network's digest and ``--seed``. Comparisons of different searched networks, or with different seeds,
     draw independent random networks; the same comparison run again draws the same ones."""
     return int.from_bytes(hashlib.sha256(f"{searched_digest}:{seed}".encode()).digest()[:4], "big")
+
+
+def draw_groups(randoms: dict[str, Iterable[str]]) -> list[list[str]]:
+    """Comparisons (name -> the digests of their random networks) grouped by shared draws: two comparisons
+    that share any random network are in one group, and so are the comparisons linked through them. The
+    groups, not the comparisons, are independent results; each group's names in the given order, the groups
+    in the order of their first name."""
+    names = list(randoms)
+    parent = {name: name for name in names}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    owner: dict[str, str] = {}
+    for name in names:
+        for digest in randoms[name]:
+            if digest in owner:
+                a, b = sorted((root(owner[digest]), root(name)), key=names.index)
+                parent[b] = a
+            else:
+                owner[digest] = name
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(root(name), []).append(name)
+    return list(groups.values())
 
 
 def _check_request(request: CompareRequest) -> None:
@@ -628,7 +656,7 @@ def frontier_lines(result: dict) -> list[str]:
 
 
 def _frontier_panel(ax, rows: list[dict], fit: dict) -> None:
-    """Top-1 against MACs (log scale) with the random networks' fitted line, when there is one."""
+    """Top-1 against MACs with the random networks' line (fitted against ln MACs), when there is one."""
     for r in rows:
         searched = r["kind"] == "searched"
         ax.scatter(
@@ -640,17 +668,24 @@ def _frontier_panel(ax, rows: list[dict], fit: dict) -> None:
             zorder=3,
         )
     if fit.get("estimable"):
-        macs = np.geomspace(min(r["macs"] for r in rows), max(r["macs"] for r in rows), 50)
+        line = lambda m: 100 * (fit["intercept"] + fit["slope"] * np.log(m))  # noqa: E731
+        randoms = [r["macs"] for r in rows[1:]]
+        inside = np.geomspace(min(randoms), max(randoms), 50)
         ax.plot(
-            macs / 1e6,
-            100 * (fit["intercept"] + fit["slope"] * np.log(macs)),
-            color="tab:blue",
-            alpha=0.6,
-            label=f"random frontier (searched {100 * fit['residual']:+.2f} points)",
+            inside / 1e6, line(inside), color="tab:blue", alpha=0.6, label="random frontier (least squares on ln MACs)"
         )
-        ax.legend(loc="lower right", fontsize=7)
-    ax.set_xscale("log")
-    ax.set_xlabel("MACs (M, log scale)")
+        every = np.geomspace(min(r["macs"] for r in rows), max(r["macs"] for r in rows), 50)
+        ax.plot(every / 1e6, line(every), color="tab:blue", alpha=0.4, linestyle="--")  # extrapolated part too
+        ax.annotate(
+            f"{100 * fit['residual']:+.2f} points",
+            (rows[0]["macs"] / 1e6, 100 * rows[0]["top1"]),
+            textcoords="offset points",
+            xytext=(-10, 8),
+            fontsize=7,
+            ha="right",
+        )
+        ax.legend(loc="best", fontsize=7)
+    ax.set_xlabel("MACs (M)")
     ax.set_ylabel("top-1 (%)")
     ax.set_title("top-1 against MACs")
     ax.grid(alpha=0.3)
@@ -683,6 +718,6 @@ def _plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective
     ax.set_ylabel("top-1 (%), trained from scratch (mean ± std over seeds)")
     ax.set_title(f"searched vs random at {objective.name} {objective.target:.4g}")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="best")
     fig.tight_layout()
     save_figure(fig, path)
