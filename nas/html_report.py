@@ -241,7 +241,22 @@ def compare_section(run: Path) -> str:
         )
         classes.append("searched" if r["kind"] == "searched" else "")
     s = result["summary"]
-    summary_rows = [[text_cell(k), number(v, ".4g", key=f"summary.{k}")] for k, v in _flat(s).items()]
+    summary_rows = [
+        [text_cell(k), text_cell("-" if v is None else ", ".join(f"{x:.4g}" for x in v))]
+        if isinstance(v, list) and all(isinstance(x, float) for x in v)
+        else [text_cell(k), number(v, ".4g", key=f"summary.{k}")]
+        for k, v in _flat({k: v for k, v in s.items() if k != "vs_random"}).items()
+    ]
+    tests = [
+        [
+            text_cell(t["network"]),
+            number(t["estimate"], ".2f", 100, key="vs_random.estimate"),
+            text_cell(t["reason"] if t["ci"] is None else f"{100 * t['ci'][0]:+.2f} to {100 * t['ci'][1]:+.2f}"),
+            number(t["p"], ".3f", key="vs_random.p"),
+            number(t["p_holm"], ".3f", key="vs_random.p_holm"),
+        ]
+        for t in s.get("vs_random", [])
+    ]
     objective = result["objective"]
     out = [
         f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",
@@ -263,6 +278,15 @@ def compare_section(run: Path) -> str:
             classes,
         ),
         table(["summary", "value"], summary_rows),
+        *(
+            [
+                table(
+                    ["searched minus", "difference (points)", "95% CI (Welch)", "one-sided p", "Holm-adjusted p"], tests
+                )
+            ]
+            if tests
+            else []
+        ),
         "<h3>Where the numbers come from</h3>",
         "<ul>"
         + "".join(f'<li class="source"><b>{_esc(k)}</b>: {_esc(v)}</li>' for k, v in result["sources"].items())

@@ -3,33 +3,83 @@
 import csv
 import json
 import random
+import statistics
 
 import numpy as np
 import pytest
 
 from nas import load_space
 from nas.cli import main
-from nas.stats import bootstrap_margins, expected_max_normal, headroom, mean_std, pooled_std
+from nas.stats import expected_max_normal, headroom, holm, margins, mean_std, pooled_std, searched_vs_random
 
 
-def test_bootstrap_margins_on_known_data():
-    # No noise at all: the intervals collapse onto the margins.
-    exact = bootstrap_margins([0.8, 0.8, 0.8], [[0.7, 0.7], [0.75, 0.75]], replicates=2000)
-    assert exact["margin_over_random_mean"] == pytest.approx(0.075)
-    assert exact["margin_over_best_random"] == pytest.approx(0.05)
-    assert exact["margin_over_best_random_ci"][0] == pytest.approx(0.05)  # the best can only be 0.75
-    assert exact["margin_over_random_mean_ci"][0] == pytest.approx(0.05)  # two draws of the best network
-    assert exact["margin_over_random_mean_ci"][1] == pytest.approx(0.10)  # two draws of the worst
-    # Seed noise widens the interval, and it covers the true margin.
-    rng = random.Random(0)
-    searched = [0.80 + rng.gauss(0, 0.01) for _ in range(5)]
-    randoms = [[0.75 + rng.gauss(0, 0.01) for _ in range(5)] for _ in range(6)]
-    noisy = bootstrap_margins(searched, randoms, seed=1)
-    lo, hi = noisy["margin_over_random_mean_ci"]
-    assert lo < noisy["margin_over_random_mean"] < hi and lo < 0.05 < hi and hi - lo < 0.04
-    assert noisy == bootstrap_margins(searched, randoms, seed=1)  # seeded: the same intervals
-    assert pooled_std(randoms) == pytest.approx(0.01, abs=0.005)
-    assert mean_std([0.5]) == (0.5, 0.0) and pooled_std([[0.5], [0.7]]) == 0.0
+def test_margins_on_known_data():
+    """Welch intervals against each random network, Holm-adjusted one-sided p-values, the two-level margin
+    over the random mean, the best random network named; scipy's Welch test agrees."""
+    from scipy import stats
+
+    searched = [0.80, 0.81, 0.79]
+    randoms = [[0.70, 0.72, 0.71], [0.76, 0.74, 0.75], [0.73, 0.72, 0.74]]
+    m = margins(searched, randoms, ["a", "b", "c"])
+    assert m["margin_over_random_mean"] == pytest.approx(0.8 - statistics.fmean([0.71, 0.75, 0.73]))
+    assert m["best_random_network"] == "b" and m["margin_over_best_random"] == pytest.approx(0.05)
+    welch_p = stats.ttest_ind(searched, randoms[1], equal_var=False, alternative="greater").pvalue
+    assert m["margin_over_best_random_p"] == pytest.approx(welch_p)
+    lo, hi = m["margin_over_best_random_ci"]
+    assert lo < 0.05 < hi and lo > 0  # 5 points against a seed std of 1: clearly above
+    ps = [row["p"] for row in m["vs_random"]]
+    assert [row["p_holm"] for row in m["vs_random"]] == pytest.approx(holm(ps))
+    assert m["beats_every_random"] is True and m["beats_every_random_p"] == pytest.approx(max(holm(ps)))
+    # the two-level interval: the spread of the 3 means over 3, plus the searched seeds' variance over 3
+    se = (statistics.variance([0.71, 0.75, 0.73]) / 3 + statistics.variance(searched) / 3) ** 0.5
+    lo, hi = m["margin_over_random_mean_ci"]
+    assert (hi - lo) / 2 > stats.t.ppf(0.975, 4) * se > (hi - lo) / 2 - se  # Welch-Satterthwaite dof in [2, 4]
+    assert holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+    assert pooled_std(randoms) == pytest.approx(0.01) and mean_std([0.5]) == (0.5, 0.0)
+
+
+def test_degenerate_margins_are_not_estimable():
+    one_seed = margins([0.8], [[0.7], [0.75]])
+    assert one_seed["margin_over_random_mean_ci"] is None and one_seed["margin_over_best_random_ci"] is None
+    assert one_seed["margin_over_random_mean_reason"].startswith("not estimable: one seed")
+    assert one_seed["beats_every_random"] is None and one_seed["beats_every_random_p"] is None
+    flat = margins([0.8, 0.8, 0.8], [[0.7, 0.7, 0.7], [0.75, 0.75, 0.75]])
+    assert flat["margin_over_best_random_ci"] is None and "zero variance" in flat["margin_over_best_random_reason"]
+    lone = margins([0.8, 0.81, 0.79], [[0.7, 0.72, 0.71]])
+    assert (
+        lone["margin_over_random_mean_ci"] is None
+        and "fewer than 2 random networks" in (lone["margin_over_random_mean_reason"])
+    )
+    assert lone["margin_over_best_random_ci"] is not None  # one network still has a Welch interval
+    row = {"network": "searched", "top1": 0.8, "top1_seeds": [0.8], "supernet_top1": None}
+    summary = {"summary": {"searched_top1": 0.8, "random_top1_mean": 0.7, "random_top1_std": 0.0}}
+    from nas.studies.compare import summary_line
+
+    rows = [row, {**row, "network": "random-0", "top1": 0.7, "top1_seeds": [0.7]}]
+    summary["summary"] = searched_vs_random(rows, with_supernet=False)
+    line = summary_line(summary)
+    assert "not estimable: one seed" in line and "beats every random network: not estimable" in line
+
+
+def test_rejudge_recomputes_a_committed_comparison(tmp_path):
+    """A finished comparison judged again from its rows: the committed summary (written by the current
+    statistics) comes back, compare.md is rewritten with the p-values, a folder without a result is refused."""
+    import shutil
+    from pathlib import Path
+
+    from nas.core.errors import NasError
+    from nas.studies.compare import rejudge
+
+    committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "compare-v2-tiny-mes800"
+    out = shutil.copytree(committed, tmp_path / "cmp")
+    (out / "compare.md").write_text("stale\n")
+    result = rejudge(out)
+    assert result["summary"] == json.loads((committed / "result.json").read_text())["summary"]
+    text = (out / "compare.md").read_text()
+    assert text == (committed / "compare.md").read_text()
+    assert "Holm-adjusted" in text and "one-sided p =" in text and "beats every random network: no" in text
+    with pytest.raises(NasError, match="no finished comparison"):
+        rejudge(tmp_path / "missing")
 
 
 def test_headroom_of_a_budget_band():
@@ -96,11 +146,14 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
         ] == [0, 1]
     s = result["summary"]
     assert s["seeds"] == 2 and 0 <= s["random_beaten"] <= 2
-    lo, hi = s["margin_over_random_mean_ci"]
-    assert lo <= s["margin_over_random_mean"] <= hi
-    assert s["margin_over_best_random_ci"][0] <= s["margin_over_best_random_ci"][1]
     table = (out / "compare.md").read_text()
-    assert " ± " in table and "95% CI" in table and "pooled seed std" in table
+    if s["margin_over_random_mean_ci"] is not None:  # two training steps may leave every seed alike
+        lo, hi = s["margin_over_random_mean_ci"]
+        assert lo <= s["margin_over_random_mean"] <= hi and "95% CI" in table
+    else:
+        assert "not estimable" in table
+    assert len(s["vs_random"]) == 2 and "Holm-adjusted" in table and "beats every random network:" in table
+    assert " ± " in table and "pooled seed std" in table
     assert s["margin_needed_over_random_mean"] == pytest.approx(
         headroom(s["random_top1_std"], s["pooled_seed_std"], 2)["margin_needed_over_random_mean"]
     )

@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
         type=positive_int,
         default=1,
         help="train every network with this many seeds (--seed, --seed + 1, ...); the table gives mean "
-        "and std, the summary bootstrap intervals of the searched network's margins (default 1)",
+        "and std, the summary intervals and p-values of the searched network's margins (default 1)",
     )
     p.add_argument("--space", help="search space (default: the search run's, or found from ARCH)")
     p.add_argument(

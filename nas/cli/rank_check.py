@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
         help="does the supernet rank sub-networks as training from scratch does?",
         description="Draws N sub-networks spread over the whole budget range, scores each with the "
         "supernet weights and trains each from scratch with a short recipe, and reports "
-        "Kendall's tau, Spearman's rho (bootstrap intervals) and top-k overlap for the "
+        "Kendall's tau, Spearman's rho (Fisher-z intervals) and top-k overlap for the "
         "supernet and for params, MACs, latency, SynFlow and gradient norm.",
     )
     p.add_argument(

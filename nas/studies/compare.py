@@ -44,7 +44,7 @@ from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest, load_checkpoint
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import COMPARISON, PLAN, RunFolder
-from nas.runs.writers import csv_text, pyplot, save_figure
+from nas.runs.writers import csv_text, pyplot, save_figure, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import Objective, cost_function, require_table
 from nas.search.sample import sample_within_budget, within_budget
@@ -348,10 +348,7 @@ def _train_and_report(
         "sources": _sources(
             config, objective, request.space, prepared.table, request.recipe, trained[0], prepared.num_classes, draws
         ),
-        "summary": {
-            **searched_vs_random(rows, config.seed, with_supernet=bool(config.supernet)),
-            "frontier": random_frontier(rows),
-        },
+        "summary": comparison_summary(rows, with_supernet=bool(config.supernet)),
         "provenance": {
             **clock.summary(),
             "network_wall_seconds": round(sum(r.get("provenance", {}).get("wall_seconds", 0.0) for r in trained), 1),
@@ -361,6 +358,37 @@ def _train_and_report(
     write_text_atomic(out / "compare.md", to_markdown(result))
     _plot(rows, prepared.table is not None, out / "compare.png", objective, result["summary"]["frontier"])
     folder.write_result(result)
+    return result
+
+
+def comparison_summary(rows: list[dict], with_supernet: bool) -> dict[str, Any]:
+    """A comparison's ``summary`` from its rows alone: what :func:`compare` writes and :func:`rejudge`
+    recomputes, so a finished comparison can be judged again by the current statistics."""
+    return {**searched_vs_random(rows, with_supernet=with_supernet), "frontier": random_frontier(rows)}
+
+
+def rejudge(out: str | Path) -> dict[str, Any]:
+    """Judge a finished comparison in ``out`` again from its committed rows (the per-seed accuracies),
+    without training: its ``result.json`` summary and ``compare.md`` are rewritten with
+    :func:`comparison_summary`; the rows, sources, provenance, CSV and plot stay as they are."""
+    out = Path(out)
+    path = out / "result.json"
+    if not path.is_file():
+        raise NasError(f"{out} holds no finished comparison (no result.json)")
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        rows = result["rows"]
+        plan = out / "plan.json"
+        supernet = (
+            bool(json.loads(plan.read_text(encoding="utf-8"))["config"].get("supernet"))
+            if plan.is_file()
+            else all(r.get("supernet_top1") is not None for r in rows)
+        )
+        result["summary"] = comparison_summary(rows, with_supernet=supernet)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise NasError(f"{path} is not a comparison's result: {exc}") from None
+    write_json(path, result)
+    write_text_atomic(out / "compare.md", to_markdown(result))
     return result
 
 
@@ -519,25 +547,57 @@ def table_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _p(p: float | None) -> str:
+    """A p-value as the text shows it."""
+    if p is None:
+        return "p not estimable"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _margin_words(s: dict, key: str) -> str:
+    """``+0.73 points (95% CI +0.10 to +1.36, one-sided p = 0.031)``, or why it is not estimable."""
+    ci = s.get(f"{key}_ci")
+    if ci is None:
+        reason = s.get(f"{key}_reason") or "not estimable"
+        return f"{100 * s[key]:+.2f} points ({reason})"
+    level = int(round(100 * s["ci_level"]))
+    return (
+        f"{100 * s[key]:+.2f} points ({level}% CI {100 * ci[0]:+.2f} to {100 * ci[1]:+.2f}, one-sided "
+        f"{_p(s.get(f'{key}_p'))})"
+    )
+
+
+def verdict_words(s: dict) -> str:
+    """Whether the searched network beats every random network, with its p-value (Holm-adjusted)."""
+    if "beats_every_random" not in s:  # a summary written before these statistics
+        return "beats every random network: not judged (no p-values in this result)"
+    if s["beats_every_random"] is None:
+        return "beats every random network: not estimable (one seed per network or no seed variance)"
+    alpha = s.get("alpha", 0.05)
+    return (
+        f"beats every random network: {'yes' if s['beats_every_random'] else 'no'} (largest Holm-adjusted "
+        f"one-sided p {s['beats_every_random_p']:.3f}, alpha {alpha:g})"
+    )
+
+
 def summary_line(result: dict) -> str:
-    """The comparison in one line: searched vs random top-1 and rank, plus the margins' intervals over
-    seeds and the supernet's Kendall's tau when there are."""
+    """The comparison in one line: searched vs random top-1 and rank; over seeds, the margins with their
+    intervals and p-values, the verdict on beating every random network with its p-value, and the
+    supernet's Kendall's tau when there are."""
     s = result["summary"]
     line = (
         f"searched {100 * s['searched_top1']:.2f}% vs random {100 * s['random_top1_mean']:.2f}% "
         f"+- {100 * s['random_top1_std']:.2f}% (mean +- std of {s['networks'] - 1}; best "
         f"{100 * s['random_top1_best']:.2f}%): the searched network ranks {s['searched_rank']} of {s['networks']}"
     )
-    if s.get("seeds", 1) > 1 or "margin_over_random_mean_ci" in s:
-        level = int(round(100 * s["ci_level"]))
-        lo, hi = s["margin_over_random_mean_ci"]
-        blo, bhi = s["margin_over_best_random_ci"]
+    if "margin_over_random_mean_ci" in s:
+        best = s.get("best_random_network", "")
         line += (
             f"; over {s.get('seeds', 1)} seed(s) per network: margin over the random mean "
-            f"{100 * s['margin_over_random_mean']:+.2f} points ({level}% CI {100 * lo:+.2f} to {100 * hi:+.2f}), "
-            f"over the best random {100 * s['margin_over_best_random']:+.2f} ({100 * blo:+.2f} to "
-            f"{100 * bhi:+.2f}); beats {s['random_beaten']} of {s['networks'] - 1} random networks; pooled seed "
-            f"std {100 * s['pooled_seed_std']:.2f} points"
+            f"{_margin_words(s, 'margin_over_random_mean')}, over the best random{' (' + best + ')' if best else ''} "
+            f"{_margin_words(s, 'margin_over_best_random')}; {verdict_words(s)}; higher mean than "
+            f"{s['random_beaten']} of {s['networks'] - 1} random networks; pooled seed std "
+            f"{100 * s['pooled_seed_std']:.2f} points"
         )
     if s.get("band_spread_over_seed_noise") is not None:
         line += (
@@ -552,9 +612,33 @@ def summary_line(result: dict) -> str:
     return line
 
 
+def welch_lines(summary: dict) -> list[str]:
+    """The searched network against each random network as a Markdown table: the Welch interval of the
+    difference and its one-sided p-value, raw and Holm-adjusted ([] for a summary without them)."""
+    if not summary.get("vs_random"):
+        return []
+    level = int(round(100 * summary["ci_level"]))
+    lines = [
+        f"| searched minus | difference (points) | {level}% CI (Welch) | one-sided p | Holm-adjusted p |",
+        "|---|---|---|---|---|",
+    ]
+    for row in summary["vs_random"]:
+        ci = row["ci"]
+        lines.append(
+            f"| {row['network']} | {100 * row['estimate']:+.2f} | "
+            + (row["reason"] if ci is None else f"{100 * ci[0]:+.2f} to {100 * ci[1]:+.2f}")
+            + f" | {'-' if row['p'] is None else format(row['p'], '.3f')} | "
+            f"{'-' if row['p_holm'] is None else format(row['p_holm'], '.3f')} |"
+        )
+    return lines
+
+
 def to_markdown(result: dict) -> str:
-    """``compare.md``: the budget, the table, the summary line and where the numbers come from."""
+    """``compare.md``: the budget, the table, the tests against each random network, the summary line
+    with the verdict and where the numbers come from."""
     objective = result["objective"]
+    s = result["summary"]
+    tests = welch_lines(s)
     lines = [
         f"# Searched vs random sub-networks of {result['space']}",
         "",
@@ -563,6 +647,7 @@ def to_markdown(result: dict) -> str:
         "",
         *table_lines(result["rows"]),
         "",
+        *([*tests, ""] if tests else []),
         summary_line(result) + ".",
         "",
         *frontier_lines(result),
@@ -570,6 +655,8 @@ def to_markdown(result: dict) -> str:
         "",
     ]
     lines += [f"- {key}: {text}" for key, text in result["sources"].items()]
+    if s.get("intervals"):
+        lines.append(f"- intervals and tests: {s['intervals']}")
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ A search is only as good as its supernet's ranking. The study draws ``n`` sub-ne
 the whole budget range (evenly spaced quantiles of parameters, or of latency with a table, among
 many uniform draws: not one narrow band), scores each with the supernet weights (what a search sees)
 and trains each from scratch with a short recipe, then compares rankings: Kendall's tau and
-Spearman's rho with bootstrap intervals (networks resampled) and top-k overlap, for the supernet and
+Spearman's rho with Fisher-z intervals and top-k overlap, for the supernet and
 for rankings that cost nothing: parameters, MACs, predicted latency and two zero-cost proxies at
 initialisation, SynFlow (Tanaka et al. 2020) and the gradient norm of one batch (Abdelfattah et al.
 2021). The supernet earns its training only where its tau is clearly above theirs.
@@ -45,7 +45,7 @@ from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
 from nas.space_files import load_space
-from nas.stats import rank_stats, rankings_against
+from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import supernet_accuracies, train_all, train_images_words, training_job
 from supernets import build_static
 
@@ -308,13 +308,13 @@ def _study(
         "supernet": config.supernet,
         "n": len(rows),
         "rows": rows,
-        "rankings": rankings_against(truth, _rankers(rows), seed=config.seed),
+        "rankings": rankings_against(truth, rankers(rows), seed=config.seed),
     }
     if full:
         result["short_vs_full"] = {
             "n": len(full),
             "networks": [names[i] for i in checked],
-            **rank_stats([truth[i] for i in checked], [r["top1"] for r in full], seed=config.seed),
+            **rank_stats([truth[i] for i in checked], [r["top1"] for r in full]),
         }
         for row, trained in zip([rows[i] for i in checked], full):
             row["full_top1"] = trained["top1"]
@@ -324,7 +324,7 @@ def _study(
         f"({config.bn_calib_batches} batches), on its search split",
         "proxies": "params, MACs exact; latency from the table named in the config; SynFlow (log10) and the "
         "gradient norm of one batch of training images at a seeded initialisation",
-        "intervals": "95% bootstrap over the networks (2000 replicates)",
+        "intervals": RANKING_METHOD,
     }
     result["provenance"] = clock.summary()
     write_csv(out / "rank.csv", rows, CSV_FIELDS)
@@ -398,7 +398,7 @@ def _rows(names, archs, short, supernet, proxies, cost, img_size: int, num_class
     return rows
 
 
-def _rankers(rows: list[dict]) -> dict[str, list[float]]:
+def rankers(rows: list[dict]) -> dict[str, list[float]]:
     """Every ranking of the networks the study weighs against training them from scratch."""
     rankers = {
         "supernet": [r["supernet_top1"] for r in rows],
@@ -428,7 +428,37 @@ CSV_FIELDS = (
 
 
 def _interval(ci: list[float] | None) -> str:
-    return "-" if ci is None else f"{ci[0]:+.2f} to {ci[1]:+.2f}"
+    return "not estimable" if ci is None else f"{ci[0]:+.2f} to {ci[1]:+.2f}"
+
+
+def rejudge(out: str | Path) -> dict[str, Any]:
+    """Recompute a finished ranking study's statistics in ``out`` from its rows (no training, no
+    scoring): ``rankings``, ``short_vs_full`` and the intervals' source in ``result.json``, and
+    ``rank.md``, with the current :mod:`nas.stats`."""
+    out = Path(out)
+    path = out / "result.json"
+    if not path.is_file():
+        raise NasError(f"{out} holds no finished ranking study (no result.json)")
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        seed = json.loads((out / "plan.json").read_text(encoding="utf-8"))["config"]["seed"]
+        rows = result["rows"]
+        truth = [r["scratch_top1"] for r in rows]
+        result["rankings"] = rankings_against(truth, rankers(rows), seed=seed)
+        if "short_vs_full" in result:
+            old = result["short_vs_full"]
+            checked = [next(r for r in rows if r["network"] == name) for name in old["networks"]]
+            result["short_vs_full"] = {
+                "n": old["n"],
+                "networks": old["networks"],
+                **rank_stats([r["scratch_top1"] for r in checked], [r["full_top1"] for r in checked]),
+            }
+        result["sources"]["intervals"] = RANKING_METHOD
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as exc:
+        raise NasError(f"{path} is not a ranking study's result: {exc}") from None
+    write_json(out / "result.json", result)
+    write_text_atomic(out / "rank.md", to_markdown(result))
+    return result
 
 
 def ranking_lines(result: dict) -> list[str]:
