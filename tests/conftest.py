@@ -4,6 +4,7 @@ test that damages or continues one works on a copy: ``helpers.copy_run``)."""
 
 import os
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 # The decode check's manifests (nas.data.check) go to a folder of this session, not ~/.cache.
 os.environ.setdefault("NAS_DATA_CACHE", tempfile.mkdtemp(prefix="nas-data-check-"))
+# Latency tables are read from (and a predicted one missing at a size is built into) a copy of the shipped
+# ones, so that no test writes into the checkout.
+if "NAS_LATENCY_DIR" not in os.environ:
+    os.environ["NAS_LATENCY_DIR"] = str(
+        shutil.copytree(
+            Path(__file__).resolve().parents[1] / "latency_tables", Path(tempfile.mkdtemp(prefix="nas-tables-")) / "t"
+        )
+    )
 
 #: Three classes of real photographs, cut from the two pictures scikit-learn ships (no download):
 #: class -> (picture, region (left, top, right, bottom) the crops come from).

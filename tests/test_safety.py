@@ -20,6 +20,7 @@ from helpers import copy_run, search_argv
 
 from nas.cli import main
 from nas.core.errors import NasError
+from nas.latency import tables_root
 from nas.runs.checkpoint import load_checkpoint
 from nas.runs.lock import RunLock
 from nas.search.evaluator import DiskCache
@@ -479,7 +480,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, fragment, bad_fil
     monkeypatch.chdir(tmp_path)
     argv = [str(bad_files[a]) if a in bad_files else a for a in argv]
     fragment = str(bad_files.get(fragment, fragment))
-    tables = Path(__file__).resolve().parents[1] / "latency_tables"
+    tables = tables_root()  # the tests' copy of latency_tables (conftest.py)
     before, tables_before = _files(tmp_path), _files(tables)
     try:
         code = main(argv)

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
         "budget (as nas sample), trains every network from scratch with the same "
         "recipe and seed (in this process or on Ray workers), and writes compare.md, "
         "compare.csv and compare.png. When ARCH.yaml was written by nas search, its "
-        "objective, device, image size and data are the defaults.",
+        "objective, device, supernet and data are the defaults.",
     )
     p.add_argument("--searched", required=True, metavar="ARCH", help="the searched arch YAML (or a named member)")
     p.add_argument(
@@ -58,8 +58,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--price-size",
         type=image_size,
-        help="input size latency and MACs are priced at (default: the "
-        "search's --img-size, or 224; --img-size is the training size)",
+        help="input size MES, MACs and latency are priced at (default: the size the supernet trained at, else "
+        "the recipe's img_size, the size the networks train at; a resumed comparison keeps the size it "
+        "recorded; --img-size is the training size)",
     )
     p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         objective=args.objective or defaults.get("objective", "mes"),
         tolerance=args.tolerance,
         device=args.device or defaults.get("device"),
-        img_size=args.price_size or defaults.get("img_size", 224),
+        img_size=args.price_size,  # None: the supernet's training size, else the recipe's (nas.studies.compare)
         supernet=None if supernet in (None, "none") else supernet,
         # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
         bn_calib_batches=args.recipe_bn_calib_batches or defaults.get("bn_calib_batches"),

@@ -27,16 +27,31 @@ def add_parser(sub) -> None:
         "or parameters lie within --tolerance of the target (on the side that meets it); "
         "writes them as arch YAMLs.",
     )
-    p.add_argument("--space", required=True)
+    p.add_argument("--space", help="search space (default: the --supernet run's; one of the two is needed)")
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
     p.add_argument("--target", type=positive_float, required=True)
     p.add_argument("--device", help="latency table device (needed for mes and latency)")
-    p.add_argument("--img-size", type=image_size, default=224)
+    p.add_argument(
+        "--supernet",
+        help="run folder of `nas train-supernet`: sample its space, priced as `nas search` prices it (at the "
+        "size it trained at, with its number of classes)",
+    )
+    p.add_argument(
+        "--recipe",
+        help="the recipe the samples will be trained with (name or YAML path): they are priced at its img_size "
+        "when there is no --supernet",
+    )
+    p.add_argument(
+        "--img-size",
+        type=image_size,
+        help="input size MES, MACs and latency are priced at (default: the size the --supernet trained at, "
+        "else the --recipe's img_size, else 224)",
+    )
     p.add_argument(
         "--num-classes",
         type=positive_int,
-        default=1000,
-        help="classifier outputs the parameters are counted with (default 1000; 10 for CIFAR-10)",
+        help="classifier outputs the parameters are counted with (default: the --supernet's, else 1000; "
+        "10 for CIFAR-10)",
     )
     p.add_argument("-n", type=positive_int, default=5, help="how many (default 5)")
     p.add_argument("--tolerance", type=fraction, default=0.05, help="relative band around the target (default 0.05)")
@@ -48,17 +63,32 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas sample``: write ``-n`` random sub-networks within the budget as arch YAMLs (with the
     ``config.yaml`` they were priced with) and print their costs; return the exit code."""
-    from nas.latency import LatencyTable
+    from nas.core.errors import NasError
+    from nas.latency.predicted import keep, table_for
+    from nas.recipe import load_recipe
     from nas.search.objective import Objective, cost_function, require_table
-    from nas.search.sample import sample_within_budget
+    from nas.search.resolution import price_size, resolution_words, warn_if_apart
+    from nas.search.sample import sample_within_budget, supernet_pricing
     from nas.space_files import load_space
 
-    space = load_space(args.space)
+    if not (args.space or args.supernet):
+        raise NasError("nas sample needs --space or --supernet (whose space it samples)")
     objective = Objective(args.objective, args.target)
     require_table(objective.name, args.device)
-    table = LatencyTable.load(args.device, space, args.img_size) if args.device else None
-    cost = cost_function(table, args.img_size, args.num_classes)
+    pricing = supernet_pricing(args.supernet) if args.supernet else None
+    space = load_space(args.space or pricing.space)
+    if pricing is not None and space.name != load_space(pricing.space).name:
+        raise NasError(f"--space {args.space} does not match the supernet run's space {load_space(pricing.space).name}")
+    recipe_size = load_recipe(args.recipe).img_size if args.recipe else None
+    # Priced where the supernet trained (as its search prices), else where the samples will train.
+    img_size = price_size(args.img_size, trained=pricing.img_size if pricing else recipe_size)
+    trained = recipe_size if recipe_size is not None else (pricing.img_size if pricing else None)
+    warn_if_apart(img_size, trained, "the networks train", "the sample")
+    num_classes = args.num_classes or (pricing.num_classes if pricing else 1000)
+    table = table_for(args.device, space, img_size) if args.device else None
+    cost = cost_function(table, img_size, num_classes)
     archs = sample_within_budget(space, args.n, objective, cost, random.Random(args.seed), args.tolerance)
+    table = keep(table) if table is not None else None  # a table predicted just now is saved once all is checked
     out = Path(args.out)
     # How the files were priced, so `nas profile` prices them the same way.
     write_text_atomic(
@@ -70,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
                 "objective": objective.name,
                 "target": objective.target,
                 "device": args.device,
-                "img_size": args.img_size,
-                "num_classes": args.num_classes,
+                "img_size": img_size,  # cost priced at
+                "train_img_size": trained,  # the networks train at (None: not known here)
+                "num_classes": num_classes,
                 "tolerance": args.tolerance,
                 "seed": args.seed,
             }
@@ -87,8 +118,24 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"{path.name:<28}{c.params / 1e6:>11.3f}{lat:>12}{m:>8}")
     if table is not None:
         lines.append(f"latency: {table.describe_source()}")
+    lines.append(
+        "resolution: "
+        + (
+            resolution_words(img_size, trained, "trained")
+            if trained is not None
+            else f"cost priced at {img_size} px"
+            + ("" if args.img_size else " (the default: neither --supernet nor --recipe says the training size)")
+        )
+    )
     emit(
-        {"objective": objective.name, "target": objective.target, "tolerance": args.tolerance, "archs": rows},
+        {
+            "objective": objective.name,
+            "target": objective.target,
+            "tolerance": args.tolerance,
+            "img_size": img_size,
+            "train_img_size": trained,
+            "archs": rows,
+        },
         args.json,
         lines,
     )

@@ -29,7 +29,12 @@ def add_parser(sub) -> None:
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
     p.add_argument("--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under")
     p.add_argument("--device", help="latency table device (needed for mes and latency)")
-    p.add_argument("--img-size", type=image_size, default=224, help="input size the latency is priced at")
+    p.add_argument(
+        "--img-size",
+        type=image_size,
+        help="input size MES, MACs and latency are priced at (default: the size the supernet trained at; "
+        "a resumed search keeps the size it recorded)",
+    )
     p.add_argument("--space", help="check that the supernet's space is this one")
     p.add_argument("--run", help="search run folder (default: runs/search-OBJECTIVE-TARGET)")
     p.add_argument("--workers", type=nonneg_int, default=0, help="Ray workers (0: evaluate in this process)")
@@ -153,4 +158,9 @@ def _cost_lines(result: dict) -> list[str]:
     lines = [f"params       {result['params'] / 1e6:.3f} M   latency {lat}   MES {mes}"]
     if result["latency_source"]:
         lines.append(f"latency      {result['latency_source']}")
+    if result.get("img_size"):
+        lines.append(
+            f"resolution   cost priced at {result['img_size']} px; the supernet trained and scores at "
+            f"{result.get('train_img_size') or '?'} px"
+        )
     return lines

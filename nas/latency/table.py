@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,22 @@ def tables_root() -> Path:
 def table_path(device: str, space_name: str, img_size: int) -> Path:
     """Default file of a table: ``tables_root()/DEVICE/SPACE-IMG_SIZE.json``."""
     return tables_root() / device / f"{space_name}-{img_size}.json"
+
+
+def table_sizes(device: str, space_name: str) -> list[int]:
+    """Input sizes at which ``device`` has a table of ``space_name`` in the default place, smallest first."""
+    pattern = re.compile(rf"{re.escape(space_name)}-(\d+)\.json")
+    folder = tables_root() / device
+    found = (pattern.fullmatch(p.name) for p in folder.glob("*.json")) if folder.is_dir() else ()
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def sizes_words(device: str, space_name: str) -> str:
+    """``tables of it exist at 224, 64 px`` (or ``no table of it exists at any size``), for error messages."""
+    sizes = table_sizes(device, space_name)
+    if not sizes:
+        return f"{device} has no table of {space_name} at any size"
+    return f"{device} has tables of {space_name} at {', '.join(map(str, sizes))} px"
 
 
 def tool_versions() -> dict[str, str]:
@@ -228,7 +245,8 @@ class LatencyTable:
             if not path.exists():
                 raise NasError(
                     f"no latency table for device {device}, space {space.name} at {img_size}x{img_size} "
-                    f"(looked for {path}); build it with `{_build_command(device, space.name, img_size)}`"
+                    f"(looked for {path}; {sizes_words(device, space.name)}); "
+                    f"build it with `{_build_command(device, space.name, img_size)}`"
                 )
         table = cls.read(path)
         h = table.header

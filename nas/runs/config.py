@@ -65,10 +65,12 @@ class SearchRunConfig:
     objective: str
     target: float
     device: str | None
-    img_size: int
+    img_size: int  # the input size cost is priced at
     seed: int
     num_classes: int
     space_file: str = setting("", free=True)  # where the space was read from (nas.space_files.recorded_source)
+    # The size the supernet trained and scores at (its checkpoint, which supernet_digest identifies).
+    train_img_size: int | None = setting(None, free=True)
     command: str = setting("search", choices=("search",))
     supernet_digest: str = ""  # SHA-256 of the supernet checkpoint the accuracies come from
     bn_calib_batches: int | None = None  # the one used (the supernet recipe's unless overridden)

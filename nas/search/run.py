@@ -16,7 +16,9 @@ from typing import Any
 
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
+from nas.core.typed_yaml import read_yaml
 from nas.latency import LatencyTable
+from nas.latency.predicted import keep, table_for
 from nas.runs.checkpoint import file_digest, load_checkpoint
 from nas.runs.config import SearchRunConfig
 from nas.runs.folder import SEARCH, RunFolder
@@ -24,6 +26,7 @@ from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
 from nas.search.greedy import SearchState, require_reachable
 from nas.search.objective import Objective, cost_function, require_table
 from nas.search.pool import EvaluatorPool
+from nas.search.resolution import price_size, warn_if_apart
 from nas.search.screen import ScreenConfig
 from nas.search.strategy import SearchContext, get_strategy
 from nas.space_files import load_space, recorded_source
@@ -40,7 +43,7 @@ class SearchRequest:
     objective: Objective
     run: str | Path  # the search's run folder
     device: str | None = None  # latency table device (needed for mes and latency)
-    img_size: int = 224  # input size the latency is priced at
+    img_size: int | None = None  # input size cost is priced at (None: the supernet's training size)
     seed: int = 0
     space: str | None = None  # check that the supernet's space is this one
     bn_calib_batches: int | None = None  # override the supernet recipe's
@@ -120,11 +123,14 @@ def _prepare(request: SearchRequest) -> _Prepared:
         raise NasError(f"--space {request.space} does not match the supernet run's space {space.name}")
     objective, device, greedy = request.objective, request.device, request.strategy == "greedy"
     require_table(objective.name, device)
-    table = LatencyTable.load(device, space, request.img_size) if device else None
     # Metadata only (tensors mapped, not read); every evaluator (one per Ray actor) loads the weights.
     checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-    num_classes = checkpoint["num_classes"]
-    cost = cost_function(table, request.img_size, num_classes)  # parameters of the network the run trains
+    num_classes, trained = checkpoint["num_classes"], int(checkpoint["img_size"])
+    # Priced where accuracy is measured unless asked otherwise; a resumed search keeps what it recorded.
+    img_size = price_size(request.img_size, _recorded_img_size(Path(request.run), request.resume), trained)
+    warn_if_apart(img_size, trained, "the supernet trained", "the search")
+    table = table_for(device, space, img_size) if device else None
+    cost = cost_function(table, img_size, num_classes)  # parameters of the network the run trains
     # A family may slim by its own moves (EfficientFormer alg. 1: by the importance of its choices).
     actions, actions_note = None, None
     if greedy:
@@ -135,6 +141,7 @@ def _prepare(request: SearchRequest) -> _Prepared:
         if chosen is not None:
             actions, actions_note = chosen
     require_reachable(space, cost, objective, space.largest())  # before any folder exists
+    table = keep(table) if table is not None else None  # a table predicted just now is saved once all is checked
     context = spec.context()
     optuna = request.strategy == "optuna"
     config = SearchRunConfig(
@@ -144,7 +151,8 @@ def _prepare(request: SearchRequest) -> _Prepared:
         objective=objective.name,
         target=objective.target,
         device=device,
-        img_size=request.img_size,
+        img_size=img_size,
+        train_img_size=trained,
         seed=request.seed,
         num_classes=num_classes,
         supernet_digest=context["supernet_digest"],
@@ -164,6 +172,18 @@ def _prepare(request: SearchRequest) -> _Prepared:
         search_images=request.search_images,
     )
     return _Prepared(spec, space, cost, actions, config, context, table)
+
+
+def _recorded_img_size(run: Path, resume: bool) -> int | None:
+    """The pricing size a search to be resumed recorded (None: none, or unreadable: the resume check says why)."""
+    path = run / "config.yaml"
+    if not (resume and path.exists()):
+        return None
+    try:
+        size = (read_yaml(path, "run config") or {}).get("img_size")
+    except (NasError, AttributeError):
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _saved_state(run: Path, resume: bool) -> SearchState | None:

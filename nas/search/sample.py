@@ -4,12 +4,32 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
+from nas.runs.checkpoint import load_checkpoint
+from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.greedy import CostFn, require_reachable
 from nas.search.objective import Objective
+
+
+@dataclass(frozen=True)
+class SupernetPricing:
+    """How ``nas search`` prices the sub-networks of a supernet run: its space, the input size it
+    trained at and its number of classes."""
+
+    space: str  # name or path
+    img_size: int
+    num_classes: int
+
+
+def supernet_pricing(run: str) -> SupernetPricing:
+    """The space, training size and classes of the supernet run ``run`` (its checkpoint's metadata)."""
+    spec = EvalSpec.from_run(run)
+    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+    return SupernetPricing(spec.space, int(checkpoint["img_size"]), int(checkpoint["num_classes"]))
 
 
 def within_budget(objective: Objective, value: float, tolerance: float) -> bool:

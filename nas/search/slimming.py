@@ -19,6 +19,7 @@ from nas.runs.tboard import Curves
 from nas.runs.writers import markdown_table, pyplot, save_figure
 from nas.search.greedy import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
+from nas.search.resolution import resolution_words
 from nas.search.strategy import SearchContext, register_strategy
 
 
@@ -85,6 +86,8 @@ class GreedyStrategy:
             **cost(final).to_dict(),
             "latency_interval_ms": context.latency_interval(cost(final).latency_ms),
             "latency_source": config.latency_source,
+            "img_size": config.img_size,  # cost priced at
+            "train_img_size": config.train_img_size,  # the supernet trained and scores at
             "evaluations": len(pool.cache.values),
             # What the full greedy search (alg. 1 as written) would have evaluated along this path.
             "shrinks_considered": 1 + sum(s.candidates for s in state.steps),
@@ -121,6 +124,8 @@ def _write_summary(
     ]
     if config.latency_source:
         lines += [f"Latency: {config.latency_source}.", ""]
+    words = resolution_words(config.img_size, config.train_img_size, "the supernet trained and scores")
+    lines += [f"Resolution: {words}.", ""]
     if config.search_images:
         lines += [
             f"Scored on a fixed, class-balanced {config.search_images} images of the search split; BatchNorm "

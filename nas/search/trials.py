@@ -75,6 +75,8 @@ def choose(
         "within_target": sum(objective.met(record_cost(r)) for r in records),
         "evaluations": len(context.pool.cache.values),
         "latency_source": context.config.latency_source,
+        "img_size": context.config.img_size,  # cost priced at
+        "train_img_size": context.config.train_img_size,  # the supernet trained and scores at
         "scored_images": context.pool.scored_images,
         "provenance": context.clock.summary(),
     }

@@ -39,6 +39,7 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.data import data_fingerprint, load_splits
 from nas.latency import LatencyTable
+from nas.latency.predicted import keep, table_for
 from nas.metrics import count_macs
 from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest, load_checkpoint
@@ -47,6 +48,7 @@ from nas.runs.folder import COMPARISON, PLAN, RunFolder
 from nas.runs.writers import csv_text, pyplot, save_figure, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import Objective, cost_function, require_table
+from nas.search.resolution import price_size, resolution_words, warn_if_apart
 from nas.search.sample import sample_within_budget, within_budget
 from nas.space_files import load_space
 from nas.stats import mean_std, random_frontier, searched_vs_random
@@ -70,7 +72,7 @@ class CompareRequest:
     objective: str = "mes"  # the budget matched: mes, latency or params
     tolerance: float = 0.05  # relative budget band
     device: str | None = None  # latency table device (needed for mes and latency)
-    img_size: int = 224  # input size latency and MACs are priced at
+    img_size: int | None = None  # input size cost is priced at (None: the supernet's training size, else the recipe's)
     supernet: str | None = None  # also score every network with this supernet run's weights
     bn_calib_batches: int | None = None  # the supernet scores' BatchNorm calibration (None: its recipe's)
     workers: int = 0  # Ray workers (0: train in this process)
@@ -177,7 +179,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
     splits = load_splits(request.data, request.recipe, request.seed, hold_out_search=False)  # bad data fails here
     num_classes = splits.num_classes
     del splits
-    supernet_spec, supernet_context = None, {}
+    supernet_spec, supernet_context, supernet_size = None, {}, None
     if request.supernet:
         supernet_spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
         if load_space(supernet_spec.space).name != space.name:
@@ -185,10 +187,15 @@ def _prepare(request: CompareRequest) -> _Prepared:
                 f"supernet {request.supernet} is of space {load_space(supernet_spec.space).name}, "
                 f"not {space.name}; pass its space's arch or --supernet none"
             )
-        load_checkpoint(supernet_spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-        supernet_context = supernet_spec.context()
-    table = LatencyTable.load(request.device, space, request.img_size) if request.device else None
-    cost = cost_function(table, request.img_size, num_classes)  # the budget as the search priced it
+        checkpoint = load_checkpoint(supernet_spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+        supernet_context, supernet_size = supernet_spec.context(), int(checkpoint["img_size"])
+    # Priced at the supernet's training size (as its search priced), else at the size the networks train at;
+    # a resumed comparison keeps the size it recorded.
+    trained_here = request.recipe.img_size
+    img_size = price_size(request.img_size, _recorded_img_size(request), supernet_size or trained_here)
+    warn_if_apart(img_size, trained_here, "the networks train and are scored", "the comparison")
+    table = keep(table_for(request.device, space, img_size)) if request.device else None
+    cost = cost_function(table, img_size, num_classes)  # the budget
     reused, reused_digest = _reused_networks(request.random_from, space) if request.random_from else (None, None)
     n_random = request.n_random if request.n_random is not None else (len(reused) if reused else 5)
     if reused is not None and n_random > len(reused):
@@ -204,7 +211,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
         objective=request.objective,
         tolerance=request.tolerance,
         device=request.device,
-        img_size=request.img_size,
+        img_size=img_size,
         data=request.data,
         seed=request.seed,
         recipe=request.recipe,
@@ -220,6 +227,18 @@ def _prepare(request: CompareRequest) -> _Prepared:
         random_from_digest=reused_digest,
     )
     return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
+
+
+def _recorded_img_size(request: CompareRequest) -> int | None:
+    """The pricing size a comparison to be resumed recorded in ``plan.json`` (None: none, or unreadable)."""
+    path = Path(request.out) / "plan.json"
+    if not (request.resume and path.exists()):
+        return None
+    try:
+        size = json.loads(path.read_text(encoding="utf-8"))["config"]["img_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # the resume check says what is wrong with it
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _reused_networks(path: str | Path, space: SearchSpace) -> tuple[list[tuple[str, ArchConfig]], str]:
@@ -444,7 +463,8 @@ def _sources(
         f"{', '.join(map(str, seeds))} per network (mean and standard deviation over seeds), input "
         f"{recipe.img_size}x{recipe.img_size}; data: {config.data or 'scikit-learn digits'}",
         "cost": f"params and MACs exact (counted), at {config.img_size}x{config.img_size} with a {num_classes}-class "
-        "head, the size the search priced",
+        "head",
+        "resolution": resolution_words(config.img_size, recipe.img_size),
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
         "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of "
         f"the searched network's {objective.name} {objective.target:.4g} on the side that meets it; "

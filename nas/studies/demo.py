@@ -28,8 +28,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.html_report import write_report
 from nas.latency import LatencyTable
-from nas.latency.predicted import build_predicted_table
-from nas.latency.table import table_path
+from nas.latency.predicted import keep, table_for
 from nas.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS, Recipe, load_recipe
 from nas.runs.folder import COMPARISON, SEARCH, TRAINING, RunFolder
 from nas.runs.writers import write_json
@@ -62,17 +61,15 @@ class DemoRequest:
 
 
 def ensure_table(device: str, space, img_size: int = 224) -> LatencyTable:
-    """The device's table for ``space``: the shipped one, or a predicted one built now (phones) when
-    there is none. A corrupt or mismatched table stays an error: it is not overwritten."""
-    if not table_path(device, space.name, img_size).exists():
-        log.info("no %s table for %s; building the predicted one", device, space.name)
-        build_predicted_table(device, space, img_size, progress=False).save()
-    return LatencyTable.load(device, space, img_size)
+    """The device's table for ``space`` at ``img_size``: the shipped one, or a predicted one built now
+    (phones) when there is none. A corrupt or mismatched table stays an error: it is not overwritten."""
+    return keep(table_for(device, space, img_size))
 
 
 def demo_target(space, table, num_classes: int = DIGITS_CLASSES, fraction: float = 0.5) -> float:
-    """An MES ``fraction`` of the way from the largest sub-network's to the smallest's."""
-    cost = cost_function(table, 224, num_classes)
+    """An MES ``fraction`` of the way from the largest sub-network's to the smallest's, priced at the
+    table's input size."""
+    cost = cost_function(table, table.header.img_size, num_classes)
     largest, smallest = reachable_range(space, cost, Objective("mes", 1.0))
     return round(largest + fraction * (smallest - largest), 1)
 
@@ -109,7 +106,8 @@ class _Demo:
         started = time.perf_counter()
         space = load_space(DEMO_SPACE)
         with self._timed("table"):
-            table = ensure_table(DEMO_DEVICE, space)
+            # At the size the supernet trains at: the search and the comparison price there too.
+            table = ensure_table(DEMO_DEVICE, space, self.supernet_recipe.img_size)
         self.say(f"[1/4] latency table: {table.path} ({table.describe_source()})")
         with self._timed("supernet"):
             supernet_result = self._supernet(space)
