@@ -226,7 +226,9 @@ def test_a_comparison_at_equal_predicted_latency(tiny_search, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     rows = result["rows"]
     space = load_space(SPACE)
-    table = LatencyTable.load("iphone12", space)
+    priced_at = json.loads((out / "plan.json").read_text())["config"]["img_size"]
+    assert priced_at == 32  # the size the networks train at (one resolution)
+    table = LatencyTable.load("iphone12", space, priced_at)
     target = table.latency(ArchConfig.load(tiny_search / "arch.yaml"))
     assert result["objective"] == {"name": "latency", "target": pytest.approx(target)}
     assert rows[0]["latency_ms"] == pytest.approx(target)
