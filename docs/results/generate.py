@@ -1899,6 +1899,15 @@ def verdicts_section() -> str:
     sharing = "; ".join(shared_words(g) for g in groups if len(g) > 1)
     tiny = [n for n in names if "tiny" in n]
     tiny_groups = {group_of[n] for n in tiny}
+    frontier = {n: summaries[n]["frontier"] for n in names}
+    most_macs = [n for n in names if frontier[n]["log_macs"].get("searched_rank_by_cost") == 1]
+    macs_fits = [n for n in names if frontier[n]["log_macs"]["estimable"]]
+    above_macs = [n for n in macs_fits if frontier[n]["log_macs"]["residual_ci"][0] > 0]
+    below_macs = [n for n in macs_fits if frontier[n]["log_macs"]["residual_ci"][1] < 0]
+    extrapolated = [n for n in macs_fits if frontier[n]["log_macs"]["extrapolated"]]
+    lat_fits = [n for n in names if frontier[n]["latency_ms"]["estimable"]]
+    above_lat = [n for n in lat_fits if frontier[n]["latency_ms"]["residual_ci"][0] > 0]
+    residuals = [100 * frontier[n]["log_macs"]["residual"] for n in macs_fits]
 
     def listed(items: list[str]) -> str:
         items = [f"`{n}`" for n in items]
@@ -1922,6 +1931,16 @@ comparisons**. Shared: {sharing}. A verdict repeated across a group is one piece
 - Margin over the random mean with a 95% interval above zero: {len(mean_above)} of {len(names)} comparisons
   ({len(mean_groups)} of the {len(groups)} groups); on the tiny space {sum(n in mean_above for n in tiny)} of its
   {len(tiny)} comparisons ({len(tiny_groups)} groups).
+- **Against the random frontier** (the random networks' top-1 fitted against ln(MACs), `summary.frontier` in
+  each `result.json`): equal MES is not equal cost. The searched network has the most MACs of its comparison
+  in {len(most_macs)} of {len(names)}, and in {len(extrapolated)} its MACs lie outside the random networks' range
+  (the line is extrapolated there). Its residual above that line runs from {min(residuals):+.2f} to
+  {max(residuals):+.2f} points; the 95% interval lies above zero in {len(above_macs)} of {len(macs_fits)}
+  comparisons ({listed(above_macs)}) and below it in {len(below_macs)} ({listed(below_macs)}). **At equal MACs
+  the search has not been shown to beat random sub-networks:** its margin at equal MES comes with more MACs, which
+  MES does not charge. Against predicted latency the residual's interval lies above zero in {len(above_lat)} of
+  {len(lat_fits)} ({listed(above_lat)}); those were priced at 224 px but trained at 32 px, so the study at equal
+  latency priced at the training resolution (`docs/results/studies/latency-64px.sh`) is what answers it.
 """
 
 
