@@ -28,6 +28,7 @@ from nas.runs.checkpoint import file_digest
 from nas.search.objective import Objective, cost_function
 from nas.space_files import load_space
 from nas.stats import expected_max_normal, headroom
+from nas.studies.compare import draw_groups
 
 HERE = Path(__file__).resolve().parent
 SUPERNET = "supernet-cifar10-v2-tiny"
@@ -1838,19 +1839,9 @@ def _typical_words(verdicts: list) -> str:
 
 
 def _independent_groups(names: list[str]) -> list[list[str]]:
-    """The comparisons ``names`` grouped by shared random networks: two comparisons that trained any random
-    network of the same digest (the same draw) are in one group, so a group is one independent comparison."""
-    digests = {n: {r["digest"] for r in _json(HERE / n / "result.json")["rows"][1:]} for n in names}
-    groups: list[tuple[set, list[str]]] = []
-    for name in names:
-        joined = [g for g in groups if g[0] & digests[name]]
-        merged = (set(digests[name]), [name])
-        for g in joined:
-            merged[0].update(g[0])
-            merged[1][:0] = g[1]
-            groups.remove(g)
-        groups.append(merged)
-    return [sorted(g[1], key=names.index) for g in groups]
+    """The comparisons ``names`` grouped by shared random networks (:func:`nas.studies.compare.draw_groups`):
+    a group is one independent comparison."""
+    return draw_groups({n: [r["digest"] for r in _json(HERE / n / "result.json")["rows"][1:]] for n in names})
 
 
 #: The head of :func:`verdicts_section`'s table.
