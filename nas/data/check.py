@@ -114,8 +114,8 @@ class Manifest:
         return Manifest(*(column[first] for column in both))
 
     def save(self, path: Path) -> None:
-        """Write atomically, merged with whatever another process saved meanwhile."""
-        merged = Manifest.load(path).merged(self) if path.is_file() else self
+        """Write atomically, merged with what the file holds (another process's rows too), sorted by file."""
+        merged = Manifest.load(path).merged(self)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -135,7 +135,7 @@ def _inspect(path: str) -> tuple[int, int, str] | str:
             img.load()  # the whole decode: a truncated file fails here, not at open
             return img.width, img.height, img.mode
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        return f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+        return str(exc) or type(exc).__name__
 
 
 def _inspect_chunk(task: tuple[int, list[str]]) -> tuple[int, list[tuple[int, int, str] | str]]:
@@ -244,9 +244,8 @@ def check_images(
                     ok[start + offset] = True
         good = todo[ok]
         if len(good):
-            new = Manifest(files[good], sizes[good], mtimes[good], widths[good], heights[good], modes[good])
-            # Rows sorted for the manifest's binary search (merged() sorts via np.unique).
-            manifest.merged(new).save(path)
+            # save() merges these rows into the manifest on disk (sorted, for the binary search of find()).
+            Manifest(files[good], sizes[good], mtimes[good], widths[good], heights[good], modes[good]).save(path)
         corrupt.sort()
     seconds = time.perf_counter() - began
     result = CheckResult(widths, heights, modes, corrupt, len(todo), len(files) - len(todo), seconds)

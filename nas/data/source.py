@@ -25,7 +25,7 @@ from PIL import Image
 from nas.core.errors import NasError
 from nas.data.check import check_images, decode_all
 from nas.data.shards import ShardIndex, ShardSource, is_shard_folder, refuse_shards, shard_splits
-from nas.data.workers import available_cores
+from nas.data.workers import cores_per_process
 from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,7 @@ def _check_and_cache(sources: list[ImageSource], recipe: Recipe, once: Callable 
     if not recipe.cache_images:
         return
     # Per process: each rank of a distributed job holds its own cache (small data sets only).
-    cache_workers = max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    cache_workers = cores_per_process()
     for source in on_disk:
         rows = np.searchsorted(files, source.files)
         widths, heights = result.widths[rows], result.heights[rows]

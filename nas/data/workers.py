@@ -24,6 +24,16 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def cores_per_process() -> int:
+    """This process's share of the cores available to it, among the training processes of its node
+    (torchrun's ``LOCAL_WORLD_SIZE``), at least 1."""
+    try:
+        local_world = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
+    except ValueError:
+        local_world = 1
+    return max(available_cores() // local_world, 1)
+
+
 def resolve_workers(requested: int | str, source: object) -> int:
     """The DataLoader worker count for ``requested`` (``recipe.loader_workers``) reading ``source`` (an
     image folder's or digits' :class:`~nas.data.source.ImageSource`, or a shard split): a number as given;
@@ -35,11 +45,7 @@ def resolve_workers(requested: int | str, source: object) -> int:
         return int(requested)
     if getattr(source, "pixels", None) is not None:
         return 0
-    try:
-        local_world = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
-    except ValueError:
-        local_world = 1
-    return min(max(available_cores() // local_world - 1, 1), MAX_AUTO_WORKERS)
+    return min(max(cores_per_process() - 1, 1), MAX_AUTO_WORKERS)
 
 
 def loader_options(workers: int, device_type: str) -> dict:

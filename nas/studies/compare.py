@@ -37,7 +37,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
-from nas.data import data_fingerprint, load_splits
+from nas.data import load_splits
 from nas.latency import LatencyTable
 from nas.latency.predicted import keep, table_for
 from nas.metrics import count_macs
@@ -177,7 +177,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
     """Read and check the data, the supernet run and the table; the comparison's config."""
     space = request.space
     splits = load_splits(request.data, request.recipe, request.seed, hold_out_search=False)  # bad data fails here
-    num_classes = splits.num_classes
+    num_classes, fingerprint = splits.num_classes, splits.fingerprint
     del splits
     supernet_spec, supernet_context, supernet_size = None, {}, None
     if request.supernet:
@@ -217,7 +217,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
         recipe=request.recipe,
         recipe_name=request.recipe_name,
         max_steps=request.max_steps,
-        data_fingerprint=data_fingerprint(request.data),
+        data_fingerprint=fingerprint,
         table_digest=file_digest(table.path) if table is not None else None,
         supernet=request.supernet,
         supernet_digest=supernet_context.get("supernet_digest"),

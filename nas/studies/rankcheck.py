@@ -33,7 +33,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
-from nas.data import data_fingerprint, eval_loader, load_splits
+from nas.data import eval_loader, load_splits
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
@@ -211,7 +211,7 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
     load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
     data = spec.data if request.data is None else request.data
     splits = load_splits(data, request.recipe, request.seed, hold_out_search=False)  # bad data fails before any folder
-    num_classes = splits.num_classes
+    num_classes, fingerprint = splits.num_classes, splits.fingerprint
     del splits
     table = LatencyTable.load(request.device, space, request.img_size) if request.device else None
     cost = cost_function(table, request.img_size, num_classes)
@@ -227,7 +227,7 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
         supernet=str(request.supernet),
         supernet_digest=context["supernet_digest"],
         bn_calib_batches=context["bn_calib_batches"],
-        data_fingerprint=data_fingerprint(data),
+        data_fingerprint=fingerprint,
         table_digest=file_digest(table.path) if table is not None else None,
         max_steps=request.max_steps,
         full_recipe=request.full_recipe,
