@@ -41,81 +41,144 @@ DEMO_TRAIN_EPOCHS = 15
 
 @dataclass(frozen=True)
 class Recipe:
-    """How to train (supernets and fixed networks alike)."""
+    """How to train (supernets and fixed networks alike). Each field's ``help`` says what it means;
+    ``docs/reference/recipes.md`` lists them all."""
 
     # schedule and optimiser (EfficientFormerV2 §5.1: AdamW, lr 1e-3 per 1024 images, cosine, 5 warm-up epochs)
-    epochs: int = setting(300, low=1)
-    batch_size: int = setting(128, low=1)  # per process
-    lr: float = setting(1e-3, low=0, low_open=True)  # at lr_reference_batch images per step; scaled linearly
-    lr_reference_batch: int = setting(1024, low=1)
-    weight_decay: float = setting(0.025, low=0)
-    warmup_epochs: float = setting(5.0, low=0)
-    warmup_lr: float = setting(1e-5, low=0)
-    min_lr: float = setting(1e-5, low=0)
-    clip_grad: float = setting(0.01, low=0)  # 0 switches clipping off
+    epochs: int = setting(300, low=1, help="training epochs; the cosine schedule spans them all")
+    batch_size: int = setting(
+        128, low=1, help="images per step in each process (the global batch is this times the processes)"
+    )
+    lr: float = setting(
+        1e-3,
+        low=0,
+        low_open=True,
+        help="AdamW peak learning rate at lr_reference_batch images per step; scaled linearly with the global batch",
+    )
+    lr_reference_batch: int = setting(1024, low=1, help="global batch size at which lr applies unscaled")
+    weight_decay: float = setting(0.025, low=0, help="AdamW weight decay")
+    warmup_epochs: float = setting(5.0, low=0, help="epochs of linear warm-up from warmup_lr (at most epochs)")
+    warmup_lr: float = setting(1e-5, low=0, help="learning rate at the start of the warm-up")
+    min_lr: float = setting(1e-5, low=0, help="learning rate at the end of the cosine schedule")
+    clip_grad: float = setting(0.01, low=0, help="gradient clipping threshold (0 switches clipping off)")
     clip_mode: str = setting(
-        "agc", choices=CLIP_MODES
-    )  # timm's: "agc" (adaptive, as the released code), "norm", "value"
+        "agc",
+        choices=CLIP_MODES,
+        help="timm's clipping mode: agc (adaptive, as the released EfficientFormerV2 code), norm or value",
+    )
     # data and augmentation (timm)
-    img_size: int = setting(224, low=MIN_IMG_SIZE)
-    search_fraction: float = setting(0.1, low=0, high=1, low_open=True, high_open=True)  # held out as the search split
-    # 0: every training image; else a seeded, class-balanced subset of this many (a short proxy recipe
-    # that keeps the class mix, as the ranking studies of issue 11 use on 2 CPU cores)
-    train_images: int = setting(0, low=0)
-    crop_scale_min: float = setting(0.08, low=0, high=1, low_open=True)
-    hflip: float = setting(0.5, low=0, high=1)
-    randaugment: str = ""  # timm auto_augment string such as "rand-m9-mstd0.5"; "" for none
-    color_jitter: float = setting(0.4, low=0)
-    reprob: float = setting(0.25, low=0, high=1)
-    mixup: float = setting(0.8, low=0)
-    cutmix: float = setting(1.0, low=0)
-    label_smoothing: float = setting(0.1, low=0, high=1, high_open=True)
-    cache_images: bool = setting(True, free=True)  # keep decoded images in memory when they fit
-    cache_max_mb: int = setting(4096, low=0, free=True)
-    # DataLoader processes (--workers is Ray's): a number, or "auto", resolved when the loader is built
-    # (nas.data.loader.resolve_workers: 0 for images decoded in memory, else this process's share of the cores)
-    loader_workers: int | str = setting(LOADER_WORKERS_AUTO, low=0, words=(LOADER_WORKERS_AUTO,), free=True)
-    drop_path: float = setting(0.0, low=0, high=1, high_open=True)  # stochastic depth
+    img_size: int = setting(224, low=MIN_IMG_SIZE, help="input side in pixels for training and evaluation")
+    search_fraction: float = setting(
+        0.1,
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+        help="fraction of the training images held out as the search split (the search scores sub-networks on it)",
+    )
+    train_images: int = setting(
+        0,
+        low=0,
+        help="0: every training image; else a seeded, class-balanced subset of this many "
+        "(a short proxy recipe that keeps the class mix)",
+    )
+    crop_scale_min: float = setting(
+        0.08, low=0, high=1, low_open=True, help="smallest area fraction of timm's random resized crop"
+    )
+    hflip: float = setting(0.5, low=0, high=1, help="probability of a horizontal flip")
+    randaugment: str = setting("", help='timm auto_augment string such as "rand-m9-mstd0.5"; "" for none')
+    color_jitter: float = setting(0.4, low=0, help="colour jitter strength (timm)")
+    reprob: float = setting(0.25, low=0, high=1, help="random erasing probability (timm)")
+    mixup: float = setting(0.8, low=0, help="mixup alpha (0: off)")
+    cutmix: float = setting(1.0, low=0, help="cutmix alpha (0: off)")
+    label_smoothing: float = setting(0.1, low=0, high=1, high_open=True, help="label smoothing of the targets")
+    cache_images: bool = setting(True, free=True, help="keep decoded images in memory when they fit in cache_max_mb")
+    cache_max_mb: int = setting(4096, low=0, free=True, help="memory, in MB, that cached images may take")
+    loader_workers: int | str = setting(
+        LOADER_WORKERS_AUTO,
+        low=0,
+        words=(LOADER_WORKERS_AUTO,),
+        free=True,
+        help="DataLoader worker processes (--workers is Ray's): a number, or auto: 0 for images decoded in "
+        "memory, else this process's share of the cores",
+    )
+    drop_path: float = setting(0.0, low=0, high=1, high_open=True, help="stochastic depth rate")
     # supernet training
-    sandwich_random: int = setting(2, low=0)  # random sub-networks per step besides the largest and the smallest
-    # Budget band the random sub-networks are drawn from (AttentiveNAS: train where the search will
-    # look): parameters in millions at the recipe's img_size; 0 leaves that side open.
-    sandwich_params_min: float = setting(0.0, low=0)
-    sandwich_params_max: float = setting(0.0, low=0)
-    inplace_distill: bool = True  # others learn the largest sub-network's soft outputs
-    # How they learn them: "kl" (KL divergence, BigNAS/EfficientFormerV2) or "alpha" (AlphaNet's adaptive
-    # alpha-divergence: the larger of the divergences at alpha_min < 0 and alpha_max > 0, importance
-    # weights clipped at inplace_distill_iw_clip, so a student neither over- nor under-estimates the
-    # teacher's uncertainty; AlphaNet §3)
-    inplace_distill_divergence: str = setting("kl", choices=DISTILL_DIVERGENCES)
-    inplace_distill_alpha_min: float = setting(-1.0, high=0, high_open=True)
-    inplace_distill_alpha_max: float = setting(1.0, low=0, low_open=True)
-    inplace_distill_iw_clip: float = setting(5.0, low=0, low_open=True)
-    # Gradient conflict (NASViT §3.2): where, for a weight tensor, the largest sub-network's gradient points
-    # against the other sub-networks' (negative inner product), project it onto the normal plane of
-    # theirs before summing, so the smaller sub-networks' training comes first
-    sandwich_gradient_projection: bool = False
-    teacher: str = ""  # timm model name for hard distillation ("" for none)
-    teacher_checkpoint: str = ""
-    distill_alpha: float = setting(0.5, low=0, high=1)
-    # exponential moving average of the weights (timm's ModelEmaV3), scored beside the weights
-    model_ema: bool = False
-    model_ema_decay: float = setting(0.9998, low=0, high=1, low_open=True, high_open=True)
-    model_ema_warmup: bool = True  # decay ramps up over the first steps (short runs need it)
+    sandwich_random: int = setting(
+        2, low=0, help="random sub-networks per step besides the largest and the smallest (sandwich rule)"
+    )
+    sandwich_params_min: float = setting(
+        0.0,
+        low=0,
+        help="lower end of the budget band the random sub-networks are drawn from, in millions of parameters "
+        "at img_size (AttentiveNAS: train where the search will look); 0 leaves it open",
+    )
+    sandwich_params_max: float = setting(
+        0.0, low=0, help="upper end of that band, in millions of parameters; 0 leaves it open"
+    )
+    inplace_distill: bool = setting(True, help="the other sub-networks learn the largest sub-network's soft outputs")
+    inplace_distill_divergence: str = setting(
+        "kl",
+        choices=DISTILL_DIVERGENCES,
+        help="how they learn them: kl (KL divergence, BigNAS/EfficientFormerV2) or alpha (AlphaNet's adaptive "
+        "alpha-divergence: the larger of the divergences at inplace_distill_alpha_min and "
+        "inplace_distill_alpha_max, importance weights clipped at inplace_distill_iw_clip)",
+    )
+    inplace_distill_alpha_min: float = setting(
+        -1.0, high=0, high_open=True, help="alpha: the negative alpha of the adaptive divergence"
+    )
+    inplace_distill_alpha_max: float = setting(
+        1.0, low=0, low_open=True, help="alpha: the positive alpha of the adaptive divergence"
+    )
+    inplace_distill_iw_clip: float = setting(
+        5.0, low=0, low_open=True, help="alpha: where the divergence's importance weights are clipped"
+    )
+    sandwich_gradient_projection: bool = setting(
+        False,
+        help="NASViT's gradient projection: where the largest sub-network's gradient of a weight tensor points "
+        "against the other sub-networks' (negative inner product), project it onto the normal plane of theirs "
+        "before summing, so the smaller sub-networks' training comes first",
+    )
+    teacher: str = setting("", help='timm model name for hard distillation ("" for none)')
+    teacher_checkpoint: str = setting("", help="the teacher's weights (a timm state dict or checkpoint); needs teacher")
+    distill_alpha: float = setting(
+        0.5, low=0, high=1, help="weight of the teacher's hard labels in the loss (the rest: the targets')"
+    )
+    model_ema: bool = setting(
+        False, help="keep an exponential moving average of the weights (timm's ModelEmaV3), scored beside them"
+    )
+    model_ema_decay: float = setting(
+        0.9998, low=0, high=1, low_open=True, high_open=True, help="decay of the moving average"
+    )
+    model_ema_warmup: bool = setting(True, help="the decay ramps up over the first steps (short runs need it)")
     # EfficientFormer Gumbel-softmax search (§4.2): temperature annealed exponentially
-    gumbel_tau_start: float = setting(5.0, low=0, low_open=True)
-    gumbel_tau_end: float = setting(0.5, low=0, low_open=True)
-    alpha_lr: float = setting(3e-4, low=0)
-    alpha_weight_decay: float = setting(1e-3, low=0)
+    gumbel_tau_start: float = setting(
+        5.0, low=0, low_open=True, help="EfficientFormer: Gumbel-softmax temperature at the start of training"
+    )
+    gumbel_tau_end: float = setting(
+        0.5, low=0, low_open=True, help="EfficientFormer: temperature at the end (annealed exponentially)"
+    )
+    alpha_lr: float = setting(3e-4, low=0, help="EfficientFormer: learning rate of the block-choice parameters")
+    alpha_weight_decay: float = setting(1e-3, low=0, help="EfficientFormer: weight decay of those parameters")
     # speed on a GPU: mixed precision, memory layout, compilation (compile: fixed networks on CUDA only)
-    amp: str = setting("none", choices=AMP_MODES)  # autocast dtype for training and evaluation; fp16: CUDA only
-    channels_last: bool = False
-    compile: bool = False  # torch.compile the training forward of a fixed network (a supernet's changes per step)
+    amp: str = setting(
+        "none",
+        choices=AMP_MODES,
+        help="autocast for training and evaluation: none, bf16 (CPU and CUDA) or fp16 (CUDA, with loss scaling)",
+    )
+    channels_last: bool = setting(False, help="channels-last memory layout for the network and its inputs")
+    compile: bool = setting(
+        False, help="torch.compile the training forward of a fixed network on CUDA (a supernet's changes per step)"
+    )
     # evaluation and checkpoints
-    eval_batch_size: int = setting(256, low=1)
-    bn_calib_batches: int = setting(10, low=1)
-    checkpoint_every: int = setting(200, low=1, free=True)  # steps; and at every epoch end
-    log_every: int = setting(20, low=1, free=True)
+    eval_batch_size: int = setting(256, low=1, help="images per batch when scoring")
+    bn_calib_batches: int = setting(
+        10, low=1, help="training batches that recalibrate a sub-network's batch-norm statistics before it is scored"
+    )
+    checkpoint_every: int = setting(
+        200, low=1, free=True, help="steps between checkpoints (and one at every epoch end)"
+    )
+    log_every: int = setting(20, low=1, free=True, help="steps between lines of metrics.jsonl")
 
     def to_yaml(self) -> str:
         return dump_yaml(dataclasses.asdict(self))
@@ -173,12 +236,17 @@ def add_recipe_overrides(parser: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         kind = hints[f.name]
         if kind is bool:
-            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_bool, metavar="true|false")
+            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_bool, metavar="true|false", help=help_of(f))
         elif f.metadata.get("words"):  # a word or a number; checked with the other flags (recipe_from_args)
             metavar = "|".join(f.metadata["words"]) + "|INT"
-            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_word_or_int, metavar=metavar)
+            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_word_or_int, metavar=metavar, help=help_of(f))
         else:
-            group.add_argument(flag, dest=f"recipe_{f.name}", type=kind, metavar=kind.__name__.upper())
+            group.add_argument(flag, dest=f"recipe_{f.name}", type=kind, metavar=kind.__name__.upper(), help=help_of(f))
+
+
+def help_of(f: dataclasses.Field) -> str:
+    """A recipe field's meaning, as an option's help (argparse expands ``%`` in help, so it is doubled)."""
+    return f.metadata.get("help", "").replace("%", "%%")
 
 
 def _parse_word_or_int(text: str) -> int | str:

@@ -17,13 +17,13 @@ def add_parser(sub) -> None:
         "compares them with the table's sums (median absolute percentage error).",
     )
     p.add_argument("--device", required=True, help="a local device: cpu, onnxruntime-cpu or cuda")
-    p.add_argument("--space", required=True)
-    p.add_argument("--img-size", type=image_size, default=224)
+    p.add_argument("--space", required=True, help="search space (name or YAML path)")
+    p.add_argument("--img-size", type=image_size, default=224, help="input side the networks are timed at")
     p.add_argument("--table", help="table file (default: the device's table for the space)")
     p.add_argument(
         "--random", type=nonneg_int, default=4, help="random sub-networks besides the named ones (default 4)"
     )
-    p.add_argument("--repeats", type=positive_int, default=20)
+    p.add_argument("--repeats", type=positive_int, default=20, help="timed runs per network")
     add_common(p)
     p.set_defaults(handler=run)
 

@@ -16,12 +16,17 @@ def add_parser(sub) -> None:
         "Core ML is an ML program for iOS 16.",
     )
     p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
-    p.add_argument("--format", required=True, choices=("onnx", "coreml"))
+    p.add_argument("--format", required=True, choices=("onnx", "coreml"), help="file format")
     p.add_argument("--out", required=True, help="output file (.onnx) or folder (.mlpackage)")
     p.add_argument("--checkpoint", help="trained weights (default: freshly initialised)")
     p.add_argument("--space", help="search space the ARCH belongs to")
-    p.add_argument("--img-size", type=image_size, default=224)
-    p.add_argument("--num-classes", type=positive_int, default=1000)
+    p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported network")
+    p.add_argument(
+        "--num-classes",
+        type=positive_int,
+        default=1000,
+        help="classifier outputs (with --checkpoint: the trained network's)",
+    )
     add_common(p)
     p.set_defaults(handler=run)
 

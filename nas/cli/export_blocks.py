@@ -17,10 +17,10 @@ def add_parser(sub) -> None:
         "(see docs/measure-on-device.md); then run `nas import-table`.",
     )
     p.add_argument("--device", required=True, help="iphone12 or iphone14")
-    p.add_argument("--space", required=True)
+    p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--img-size", type=image_size, default=224)
-    p.add_argument("--num-classes", type=positive_int, default=1000)
+    p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported blocks")
+    p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs of the exported networks")
     p.add_argument("--no-networks", action="store_true", help="blocks only, no whole named members")
     p.add_argument("--limit", type=positive_int, help="export only the first N blocks (a trial run)")
     add_common(p)

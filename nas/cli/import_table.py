@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
         "with --refit the network timings calibrate the phone predictor (few-shot: a scale for 1-2 "
         "networks, a * prior + b * MACs + c for 3 or more).",
     )
-    p.add_argument("csv", metavar="CSV")
+    p.add_argument("csv", metavar="CSV", help="measurements.csv with the latency_ms column filled in")
     p.add_argument("--manifest", required=True, help="manifest.json written by nas export-blocks")
     p.add_argument("--out", help="table path (default: latency_tables/DEVICE/SPACE-SIZE.json)")
     p.add_argument("--refit", action="store_true", help="calibrate the predictor to the network timings")

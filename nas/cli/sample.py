@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--space", help="search space (default: the --supernet run's; one of the two is needed)")
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
-    p.add_argument("--target", type=positive_float, required=True)
+    p.add_argument("--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under")
     p.add_argument("--device", help="latency table device (needed for mes and latency)")
     p.add_argument(
         "--supernet",

@@ -80,7 +80,7 @@ def add_parser(sub) -> None:
         help="greedy: also evaluate this many shrinks of the kinds evaluated least recently "
         f"(default {ScreenConfig.explore})",
     )
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--resume", action="store_true", help="continue the search in --run")
     add_common(p)
     p.set_defaults(handler=run)
 

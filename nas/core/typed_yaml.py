@@ -36,12 +36,14 @@ def setting(
     choices: tuple | None = None,
     words: tuple[str, ...] = (),
     free: bool = False,
+    help: str = "",
 ) -> Any:
     """A dataclass field with its valid values, checked by :func:`from_mapping` and
     :func:`check_settings`: a range (``low``/``high``, inclusive unless ``*_open``) or ``choices``.
     ``words`` are names an integer field (typed ``int | str``) also accepts, such as ``"auto"``.
     ``free`` marks a setting that does not change a run's result (threads, logging, caching), so a
-    resumed run may change it; every other field must match (:func:`differences`)."""
+    resumed run may change it; every other field must match (:func:`differences`). ``help`` says what
+    the field means, for a command-line option's help and the reference pages."""
     meta = {
         "low": low,
         "high": high,
@@ -50,6 +52,7 @@ def setting(
         "choices": choices,
         "words": words,
         "free": free,
+        "help": help,
     }
     return dataclasses.field(default=default, metadata=meta)  # default MISSING: required
 
