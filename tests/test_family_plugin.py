@@ -2,7 +2,7 @@
 whole pipeline (space, supernet training, extraction, a measured latency table, greedy search,
 comparison with random networks) without any other file of the project knowing it.
 
-The family is also the worked example of docs/adding-a-family.md.
+The family is also the worked example of docs/how-to/add-a-family.md.
 """
 
 from __future__ import annotations

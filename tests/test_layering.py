@@ -1,4 +1,4 @@
-"""The package layering the design relies on (docs/adding-a-family.md): ``supernets`` imports only
+"""The package layering the design relies on (docs/how-to/add-a-family.md): ``supernets`` imports only
 ``nas.core`` from the engine, ``nas.core`` imports nothing else of the project, nothing outside
 ``supernets/`` names a family, and no project import hides inside a function to dodge a cycle."""
 

@@ -92,7 +92,7 @@ def family_names() -> list[str]:
 
     Once ``supernets`` is loaded, its registry's. Before, without loading it (it imports torch): its
     family modules and the ``nas.families`` entry points, each named as the family it registers
-    (docs/adding-a-family.md); ``nas train-supernet`` checks the name against the registry."""
+    (docs/how-to/add-a-family.md); ``nas train-supernet`` checks the name against the registry."""
     if "supernets" in sys.modules:
         return sys.modules["supernets"].family_names()
     spec = importlib.util.find_spec("supernets")

@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
         help="export every block as Core ML to time on a phone",
         description="Writes every reachable block of the space and every named member as a Core ML "
         "ML program (iOS 16), a manifest.json and a measurements.csv to fill in "
-        "(see docs/measure-on-device.md); then run `nas import-table`.",
+        "(see docs/how-to/measure-a-phone.md); then run `nas import-table`.",
     )
     p.add_argument("--device", required=True, help="iphone12 or iphone14")
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     n_nets = len(manifest["items"]) - n_blocks
     lines = [
         f"wrote {n_blocks} blocks and {n_nets} networks as Core ML to {args.out}",
-        f"next: time them on the {args.device} (docs/measure-on-device.md), fill {args.out}/measurements.csv, then",
+        f"next: time them on the {args.device} (docs/how-to/measure-a-phone.md),",
+        f"      fill {args.out}/measurements.csv, then",
         f"      nas import-table {args.out}/measurements.csv --manifest {args.out}/manifest.json",
     ]
     emit({"out": args.out, "blocks": n_blocks, "networks": n_nets}, args.json, lines)

@@ -1,7 +1,7 @@
 """Timing on a real phone: export every block (and the named members) as Core ML ML programs with a
 manifest, then import the timings written on the device into an ``imported`` latency table.
 
-See docs/measure-on-device.md for the steps in between (Xcode's Core ML performance report).
+See docs/how-to/measure-a-phone.md for the steps in between (Xcode's Core ML performance report).
 """
 
 from __future__ import annotations
