@@ -82,6 +82,26 @@ def test_rejudge_recomputes_a_committed_comparison(tmp_path):
         rejudge(tmp_path / "missing")
 
 
+def test_a_comparison_is_stale_when_its_summary_is_not_the_current_statistics(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from nas.core.errors import NasError
+    from nas.studies.compare import rejudge, stale
+
+    committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "compare-v2-tiny-mes800"
+    out = shutil.copytree(committed, tmp_path / "cmp")
+    assert not stale(out)
+    result = json.loads((out / "result.json").read_text())
+    del result["summary"]["frontier"]  # as a comparison written before the frontier was
+    (out / "result.json").write_text(json.dumps(result))
+    assert stale(out)
+    rejudge(out)
+    assert not stale(out)
+    with pytest.raises(NasError, match="no comparison's result"):
+        stale(tmp_path / "missing")
+
+
 def test_headroom_of_a_budget_band():
     """The best of k random networks lies E[max of k normals] band stds above their mean; to beat it by
     the seed noise a network must sit that plus one seed std above the mean (issue 11)."""

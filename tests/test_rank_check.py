@@ -157,3 +157,22 @@ def test_rank_check_bad_input(tiny_supernet, tmp_path, capsys):
     )
     assert "needs --full-recipe" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_ranking_study_is_stale_when_its_taus_are_not_the_current_statistics(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from nas.core.errors import NasError
+    from nas.studies.rankcheck import stale
+
+    committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "rank-check-v2-tiny-bn2"
+    out = shutil.copytree(committed, tmp_path / "rank")
+    assert not stale(out)
+    result = json.loads((out / "result.json").read_text())
+    result["rankings"]["supernet"]["kendall_tau_ci"] = None  # an interval the current statistics give
+    (out / "result.json").write_text(json.dumps(result))
+    assert stale(out)
+    with pytest.raises(NasError, match="no ranking study's result"):
+        stale(tmp_path / "missing")

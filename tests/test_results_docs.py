@@ -1,13 +1,25 @@
-"""``docs/results`` cannot drift from its artifacts: the documents are regenerated from the committed
-files and must match, and no committed file holds a path of the machine it ran on."""
+"""``docs/results`` cannot drift from its artifacts: the pages are rendered from the committed files and must
+match, every command on them parses, a new kind of comparison gets its section, and no committed file holds a
+path of the machine it ran on."""
 
+import importlib.util
+import json
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("results_generate", RESULTS / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_every_results_document_is_what_its_files_say():
@@ -19,9 +31,61 @@ def test_every_results_document_is_what_its_files_say():
     )
 
 
+def test_the_generator_stays_small():
+    assert len((RESULTS / "generate.py").read_text(encoding="utf-8").splitlines()) < 400
+
+
+def test_every_command_on_the_overview_parses():
+    from nas.cli.main import build_parser
+
+    commands = re.findall(r"`(nas [^`]+)`", (RESULTS / "index.md").read_text(encoding="utf-8"))
+    kinds = {c.split()[1] for c in commands}
+    assert {"train-supernet", "search", "compare", "rank-check"} <= kinds
+    for command in commands:
+        build_parser().parse_args(shlex.split(command)[1:])
+
+
+def _copy(tmp_path: Path, names: list[str]) -> Path:
+    """A results folder holding ``names`` (and the templates)."""
+    here = tmp_path / "results"
+    for name in ["templates", *names]:
+        shutil.copytree(RESULTS / name, here / name)
+    return here
+
+
+def test_verdicts_follow_the_files_and_a_latency_comparison_gets_its_section(tmp_path, monkeypatch):
+    generate = _generator()
+    names = ["search-v2-tiny-mes450", "compare-v2-tiny-mes450", "compare-v2-tiny-mes800", "compare-v2-main-1ep-mes100"]
+    here = _copy(tmp_path, names)
+    monkeypatch.setattr(generate, "HERE", here)
+    pages = generate.render()
+    assert "**1 of 3** comparisons" in pages["comparisons.md"]
+    assert "No comparison at equal predicted latency is committed yet" in pages["comparisons.md"]
+
+    # A comparison judged a win gets counted; one at equal latency gets its own section and verdict.
+    path = here / "compare-v2-tiny-mes800" / "result.json"
+    result = json.loads(path.read_text())
+    result["summary"]["beats_every_random"] = True
+    path.write_text(json.dumps(result))
+    path = here / "compare-v2-tiny-mes450" / "result.json"
+    result = json.loads(path.read_text())
+    result["objective"] = {"name": "latency", "target": 0.655}
+    path.write_text(json.dumps(result))
+    path = here / "compare-v2-tiny-mes450" / "plan.json"
+    plan = json.loads(path.read_text())
+    plan["config"]["objective"] = "latency"
+    path.write_text(json.dumps(plan))
+    pages = generate.render()
+    assert "**2 of 2** comparisons" in pages["comparisons.md"]
+    latency = pages["comparisons.md"].split("## At equal predicted latency")[1]
+    assert "No comparison" not in latency and "[compare-v2-tiny-mes450](compare-v2-tiny-mes450/compare.md)" in latency
+    assert "**At equal predicted latency**" in pages["index.md"]
+    assert "--objective latency" in pages["index.md"]
+
+
 def test_no_machine_paths_in_committed_results():
     machine_path = re.compile(r"(?<![\w.])/(home|root|tmp|work|Users|check)/")
     for path in RESULTS.rglob("*"):
-        if path.is_file() and path.suffix in (".md", ".json", ".jsonl", ".yaml", ".csv"):
+        if path.is_file() and path.suffix in (".md", ".json", ".jsonl", ".yaml", ".csv", ".j2"):
             text = path.read_text(encoding="utf-8")
             assert not machine_path.search(text), f"{path.relative_to(ROOT)} holds a machine path"

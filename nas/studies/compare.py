@@ -411,6 +411,24 @@ def rejudge(out: str | Path) -> dict[str, Any]:
     return result
 
 
+def stale(out: str | Path) -> bool:
+    """Whether a finished comparison's recorded ``summary`` differs from what the current statistics give from
+    its rows (:func:`comparison_summary`): True means :func:`rejudge` would change it."""
+    out = Path(out)
+    try:
+        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+        plan = out / "plan.json"
+        supernet = (
+            bool(json.loads(plan.read_text(encoding="utf-8"))["config"].get("supernet"))
+            if plan.is_file()
+            else all(r.get("supernet_top1") is not None for r in result["rows"])
+        )
+        fresh = comparison_summary(result["rows"], with_supernet=supernet)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise NasError(f"{out} holds no comparison's result: {exc}") from None
+    return json.dumps(result.get("summary")) != json.dumps(fresh)
+
+
 def _rows(
     networks, trained: list[dict], supernet_top1: list, n_seeds: int, prepared: _Prepared, img_size: int
 ) -> list[dict]:

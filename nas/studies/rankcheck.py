@@ -461,6 +461,23 @@ def rejudge(out: str | Path) -> dict[str, Any]:
     return result
 
 
+def stale(out: str | Path) -> bool:
+    """Whether a finished ranking study's recorded taus and rhos (with their intervals) differ from what the
+    current :func:`nas.stats.rank_stats` gives from its rows: True means :func:`rejudge` would change them. The
+    paired bootstrap differences, slow to recompute, are left to :func:`rejudge`."""
+    out = Path(out)
+    try:
+        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+        truth = [r["scratch_top1"] for r in result["rows"]]
+        for name, values in rankers(result["rows"]).items():
+            recorded = {k: v for k, v in result["rankings"].get(name, {}).items() if k != "supernet_minus_tau"}
+            if json.dumps(recorded) != json.dumps(rank_stats(values, truth)):
+                return True
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NasError(f"{out} holds no ranking study's result: {exc}") from None
+    return False
+
+
 def ranking_lines(result: dict) -> list[str]:
     """The rankings against from-scratch training as a Markdown table (also what the CLI prints)."""
     lines = [

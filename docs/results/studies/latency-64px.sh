@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The equal-latency study (docs/results/search-evidence.md): on the main efficientformerv2 space,
+# The equal-latency study (docs/results/comparisons.md): on the main efficientformerv2 space,
 # CIFAR-10 resized to 64 px (attention stages see 4x4 and 2x2 tokens, not 1x1), two supernet seeds;
 # each searched to a predicted iPhone 12 latency priced at 64 px (the training resolution) and
 # compared with 5 random networks drawn fresh at the same latency, 3 seeds each, all trained from
