@@ -8,8 +8,7 @@
 The folders are found by their names (``supernet-*``, ``search-*``, ``compare-*``, ``rank-check-*``, and the
 benchmarks' ``*.txt`` outputs); every figure is read from their ``config.yaml`` or ``plan.json``, ``result.json``
 and ``wall.json``. This script only loads them, renders each run's ``nas`` command from its recorded settings
-(checked against the real parser) and counts verdicts; the wording, and the dated judgement, are in the templates.
-``tests/test_results_docs.py`` runs ``--check``.
+(checked against the real parser) and counts verdicts; the wording and the dated judgement are in the templates.
 """
 
 from __future__ import annotations
@@ -124,6 +123,16 @@ def supernets(recorded: list[str]) -> list[dict]:
     return runs
 
 
+def table_note(config: dict) -> str:
+    """What a run's command cannot reproduce: the latency table it priced with, when not the one shipped now."""
+    from nas.runs.checkpoint import file_digest
+
+    shipped = HERE.parents[1] / f"latency_tables/{config.get('device')}/{config['space']}-{config['img_size']}.json"
+    if not config.get("table_digest") or (shipped.is_file() and file_digest(shipped) == config["table_digest"]):
+        return ""
+    return f"priced with latency table {config['table_digest']}, not the one shipped now: the command prices anew"
+
+
 def searches() -> list[dict]:
     """Every search run: its settings, result, command and the value of its objective it reached."""
     runs = []
@@ -145,6 +154,7 @@ def searches() -> list[dict]:
                 "result": result,
                 "reached": reached[config["objective"]],
                 "command": checked(argv),
+                "table_note": table_note(config),
             }
         )
     return runs
@@ -176,6 +186,7 @@ def comparisons(searched: dict[str, dict]) -> list[dict]:
                 "tiny": result["space"].endswith("-tiny"),
                 "randoms": [r["digest"] for r in result["rows"][1:]],
                 "command": checked(argv),
+                "table_note": table_note(plan),
             }
         )
     return runs
