@@ -19,8 +19,8 @@ variance to 2/3: its intervals covered about 81% for a nominal 95%.)
 
 A ranking study asks how well a cheap ranking (the supernet's, a proxy's) orders networks as
 training them from scratch does: Kendall's tau and Spearman's rho with Fisher-z intervals
-(Fieller et al. 1957; Bonett and Wright 2000), and paired bootstrap differences of tau between two
-rankings.
+(Fieller et al. 1957; Bonett and Wright 2000), and paired differences of tau between two rankings
+with a U-statistic standard error (Hoeffding 1948); a bootstrap over so few networks resamples ties.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ COMPARISON_METHOD = (
 RANKING_METHOD = (
     "95% Fisher-z intervals: Kendall's tau with variance 0.437/(n-4) (Fieller et al. 1957), Spearman's rho with "
     "(1 + rho^2/2)/(n-3) (Bonett and Wright 2000); not estimable at |tau| = 1 or too few networks; paired "
-    "differences of tau: 95% percentile bootstrap over the networks (2000 replicates), not estimable when every "
-    "replicate gives the same difference"
+    "differences of tau: the U-statistic difference with its Hoeffding-projection standard error and a normal "
+    "quantile, not estimable when every network contributes the same difference"
 )
 
 
@@ -302,35 +302,52 @@ def rank_stats(proxy: list[float], truth: list[float], top_fraction: float = 0.2
     }
 
 
-def tau_difference(
-    first: list[float], second: list[float], truth: list[float], seed: int = 0, replicates: int = 2000
-) -> dict[str, Any]:
-    """Kendall's tau of ``first`` minus that of ``second`` (both against ``truth``), with a 95%
-    paired bootstrap interval: each replicate resamples the networks once for both rankings. Two
-    rankings of the same networks share their noise, so their difference is known far better than
-    their separate intervals suggest. When every replicate gives the same difference (two rankings
-    that agree or disagree on every pair), the interval is not estimable (``reason``)."""
+def tau_difference(first: list[float], second: list[float], truth: list[float], level: float = LEVEL) -> dict[str, Any]:
+    """Kendall's tau of ``first`` minus that of ``second`` (both against ``truth``), with a paired interval:
+    the difference is a U-statistic over pairs of networks, and its standard error comes from its
+    Hoeffding projection (each network's mean contribution; Hoeffding 1948), with a normal quantile. Two
+    rankings of the same networks share their noise, so their difference is known far better than their
+    separate intervals suggest. Unlike a percentile bootstrap, whose resamples of so few networks are
+    full of ties, this keeps its coverage: 93-96% for a nominal 95% over 20 networks in simulation
+    (``tests/test_stats_coverage.py``). Not estimable (``reason``) with fewer than 5 networks or when every
+    network contributes the same difference (two rankings that agree or disagree on every pair)."""
     from scipy.stats import kendalltau
 
     a, b, y = (np.asarray(v, dtype=float) for v in (first, second, truth))
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(replicates):
-        idx = rng.integers(0, len(y), len(y))
-        if min(len(set(a[idx])), len(set(b[idx])), len(set(y[idx]))) > 1:
-            diffs.append(kendalltau(a[idx], y[idx]).statistic - kendalltau(b[idx], y[idx]).statistic)
-    tau_a, tau_b = kendalltau(a, y).statistic, kendalltau(b, y).statistic
-    ci = _ci(diffs)
-    reason = None
-    if ci is None:
-        reason = "not estimable: no resample without ties"
-    elif ci[1] - ci[0] < 1e-12:
-        ci, reason = None, "not estimable: the resampled differences collapse onto one value"
-    return {"difference": _finite(tau_a - tau_b), "ci": ci, "reason": reason}
+    n = len(y)
+    difference = _finite(kendalltau(a, y).statistic - kendalltau(b, y).statistic)
+    if difference is None or n < 5:
+        reason = "every network ties on one side" if difference is None else f"{n} networks, at least 5 needed"
+        return {"difference": difference, "ci": None, "reason": f"not estimable: {reason}"}
+    low, high = paired_tau_bounds(a[None], b[None], y[None], level)
+    if not high[0] - low[0] > 1e-12:
+        reason = "not estimable: every network contributes the same difference, so it has no spread to measure"
+        return {"difference": difference, "ci": None, "reason": reason}
+    half = (high[0] - low[0]) / 2
+    return {"difference": difference, "ci": [difference - half, difference + half], "reason": None}
+
+
+def paired_tau_bounds(first, second, truth, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The arithmetic of :func:`tau_difference` on arrays of shape (replicates, networks): the bounds of the
+    U-statistic tau difference (ties count 0, as in Kendall's tau-a) plus or minus a normal quantile times its
+    projection standard error, ``sqrt(4 * sum((h_i - d)^2) / (n (n - 1)))``."""
+    from scipy.stats import norm
+
+    def signs(v):
+        v = np.asarray(v, dtype=float)
+        return np.sign(v[:, :, None] - v[:, None, :])
+
+    kernel = (signs(first) - signs(second)) * signs(truth)
+    n = kernel.shape[-1]
+    d = kernel.sum(axis=(1, 2)) / (n * (n - 1))
+    h = kernel.sum(axis=2) / (n - 1)
+    se = np.sqrt(4 * ((h - d[:, None]) ** 2).sum(axis=1) / (n * (n - 1)))
+    half = norm.ppf(0.5 + level / 2) * se
+    return d - half, d + half
 
 
 def rankings_against(
-    truth: list[float], rankers: dict[str, list[float]], seed: int = 0, reference: str = "supernet"
+    truth: list[float], rankers: dict[str, list[float]], reference: str = "supernet"
 ) -> dict[str, dict[str, Any]]:
     """:func:`rank_stats` of every ranking in ``rankers`` against ``truth``; every one but
     ``reference`` also gets ``<reference>_minus_tau``, the paired :func:`tau_difference` of the
@@ -338,7 +355,7 @@ def rankings_against(
     stats = {name: rank_stats(values, truth) for name, values in rankers.items()}
     for name, values in rankers.items():
         if name != reference:
-            stats[name][f"{reference}_minus_tau"] = tau_difference(rankers[reference], values, truth, seed=seed)
+            stats[name][f"{reference}_minus_tau"] = tau_difference(rankers[reference], values, truth)
     return stats
 
 

@@ -308,7 +308,7 @@ def _study(
         "supernet": config.supernet,
         "n": len(rows),
         "rows": rows,
-        "rankings": rankings_against(truth, rankers(rows), seed=config.seed),
+        "rankings": rankings_against(truth, rankers(rows)),
     }
     if full:
         result["short_vs_full"] = {
@@ -441,10 +441,9 @@ def rejudge(out: str | Path) -> dict[str, Any]:
         raise NasError(f"{out} holds no finished ranking study (no result.json)")
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
-        seed = json.loads((out / "plan.json").read_text(encoding="utf-8"))["config"]["seed"]
         rows = result["rows"]
         truth = [r["scratch_top1"] for r in rows]
-        result["rankings"] = rankings_against(truth, rankers(rows), seed=seed)
+        result["rankings"] = rankings_against(truth, rankers(rows))
         if "short_vs_full" in result:
             old = result["short_vs_full"]
             checked = [next(r for r in rows if r["network"] == name) for name in old["networks"]]
@@ -462,17 +461,15 @@ def rejudge(out: str | Path) -> dict[str, Any]:
 
 
 def stale(out: str | Path) -> bool:
-    """Whether a finished ranking study's recorded taus and rhos (with their intervals) differ from what the
-    current :func:`nas.stats.rank_stats` gives from its rows: True means :func:`rejudge` would change them. The
-    paired bootstrap differences, slow to recompute, are left to :func:`rejudge`."""
+    """Whether a finished ranking study's recorded rankings (taus, rhos and the paired differences, with their
+    intervals) differ from what the current :mod:`nas.stats` gives from its rows: True means :func:`rejudge`
+    would change them."""
     out = Path(out)
     try:
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))
         truth = [r["scratch_top1"] for r in result["rows"]]
-        for name, values in rankers(result["rows"]).items():
-            recorded = {k: v for k, v in result["rankings"].get(name, {}).items() if k != "supernet_minus_tau"}
-            if json.dumps(recorded) != json.dumps(rank_stats(values, truth)):
-                return True
+        if json.dumps(result["rankings"]) != json.dumps(rankings_against(truth, rankers(result["rows"]))):
+            return True
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise NasError(f"{out} holds no ranking study's result: {exc}") from None
     return False
