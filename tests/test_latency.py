@@ -408,6 +408,38 @@ def test_import_phone_timings_and_refit(tmp_path):
     assert refitted.latency(largest) == pytest.approx(1.3 * predict_timm_arch(largest.to_dict(), _prior()), rel=0.12)
 
 
+def test_a_new_phone_from_a_few_timed_networks_alone(tmp_path, capsys):
+    """`--refit` with only whole networks timed (no block): the calibrated predicted table is the device's
+    table, priced near the phone's timings, and there is no imported table."""
+    from nas.latency.onphone import import_table
+
+    manifest, full_csv = _filled_export(tmp_path)
+    network_ids = {item["id"] for item in manifest["items"] if item["kind"] == "network"}
+    rows = full_csv.read_text().splitlines()
+    kept = [rows[0]] + [r if r.split(",")[0] in network_ids else r.split(",")[0] + "," for r in rows[1:]]
+    csv_path = tmp_path / "networks-only.csv"
+    csv_path.write_text("\n".join(kept) + "\n")
+    out = tmp_path / "tables" / "iphone12" / "efficientformerv2-tiny-32.json"
+    table, refitted = import_table(csv_path, tmp_path / "manifest.json", out=out, refit=True)
+    assert table is None and refitted.path == out and out.exists()
+    assert refitted.source == "predicted" and refitted.header.error["calibration"]["k"] == len(network_ids) == 2
+    largest = load_space("efficientformerv2-tiny").largest()
+    assert refitted.latency(largest) == pytest.approx(1.3 * predict_timm_arch(largest.to_dict(), _prior()), rel=0.12)
+    # Without --refit, untimed blocks are still one line that says what to do.
+    with pytest.raises(NasError, match="only whole networks with --refit"):
+        import_table(csv_path, tmp_path / "manifest.json", out=tmp_path / "imported.json")
+    from nas.cli import main
+
+    again = tmp_path / "cli.json"
+    assert (
+        main(["import-table", str(csv_path), "--manifest", str(tmp_path / "manifest.json"), "--out", str(again)]) == 2
+    )
+    assert not again.exists()
+    argv = ["import-table", str(csv_path), "--manifest", str(tmp_path / "manifest.json"), "--out", str(again)]
+    assert main([*argv, "--refit"]) == 0 and again.exists()
+    assert capsys.readouterr().out.startswith(f"refit        {again}: calibrated on 2 timed networks (scale)")
+
+
 def _set_row(lines, index, value):
     lines[index] = lines[index].split(",")[0] + "," + value
     return lines

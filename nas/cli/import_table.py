@@ -20,7 +20,12 @@ def add_parser(sub) -> None:
     p.add_argument("csv", metavar="CSV", help="measurements.csv with the latency_ms column filled in")
     p.add_argument("--manifest", required=True, help="manifest.json written by nas export-blocks")
     p.add_argument("--out", help="table path (default: latency_tables/DEVICE/SPACE-SIZE.json)")
-    p.add_argument("--refit", action="store_true", help="calibrate the predictor to the network timings")
+    p.add_argument(
+        "--refit",
+        action="store_true",
+        help="calibrate the predictor to the network timings; with only networks timed (no block), the "
+        "calibrated predicted table is the device's table",
+    )
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -31,12 +36,14 @@ def run(args: argparse.Namespace) -> int:
     from nas.latency.onphone import import_table
 
     table, refitted = import_table(args.csv, args.manifest, args.out, args.refit)
-    lines = [
-        f"table        {table.path}",
-        f"source       {table.describe_source()}",
-        f"entries      {len(table.entries)}",
-    ]
-    result = {"path": str(table.path), "error": table.header.error}
+    lines, result = [], {}
+    if table is not None:
+        lines += [
+            f"table        {table.path}",
+            f"source       {table.describe_source()}",
+            f"entries      {len(table.entries)}",
+        ]
+        result = {"path": str(table.path), "error": table.header.error}
     if refitted is not None:
         e = refitted.header.error
         cal = e["calibration"]

@@ -176,8 +176,12 @@ def import_table(
 ) -> tuple[LatencyTable, LatencyTable | None]:
     """An ``imported`` table from phone timings; with whole-network timings it is calibrated like a
     measured table and its error is the median APE of its sums against them. With ``refit`` the
-    network timings also join the published facts and the phone predictor is refitted; the refitted
-    ``predicted`` table is returned second (and saved beside the imported one)."""
+    network timings also calibrate the phone's cost model (few-shot); the calibrated ``predicted``
+    table is returned second (and saved beside the imported one).
+
+    With ``refit`` and no block timed, only a few whole networks: there is no imported table
+    (``None`` first) and the calibrated predicted table is saved at ``out`` or the device's default
+    path, so a new phone needs a handful of timings, not one per block."""
     manifest_path = Path(manifest_path)
     manifest = _read_manifest(manifest_path)
     device, space = manifest["device"], load_space(manifest["space"])
@@ -186,13 +190,22 @@ def import_table(
     timings = _read_timings(Path(csv_path), {item["id"] for item in items})
     blocks = [item for item in items if item["kind"] == "block"]
     missing = [item for item in blocks if item["id"] not in timings]
+    img_size, num_classes = manifest["img_size"], manifest["num_classes"]
+    networks = [
+        (item, ArchConfig.from_dict(item["arch"]))
+        for item in items
+        if item["kind"] == "network" and item["id"] in timings
+    ]
+    if refit and len(missing) == len(blocks):
+        path = Path(out) if out else table_path(device, space.name, img_size)
+        return None, _refit(device, space, img_size, num_classes, networks, timings, csv_path, path)
     if missing:
         raise NasError(
             f"{csv_path}: {len(missing)} of {len(blocks)} blocks have no latency_ms, e.g. "
-            f"{missing[0]['id']} ({missing[0]['key']}); time every block in the manifest"
+            f"{missing[0]['id']} ({missing[0]['key']}); time every block in the manifest, or only whole "
+            "networks with --refit"
         )
     entries = {item["key"]: timings[item["id"]] for item in blocks}
-    img_size, num_classes = manifest["img_size"], manifest["num_classes"]
     header = TableHeader.new(
         device,
         space,
@@ -209,11 +222,6 @@ def import_table(
         + ("" if manifest.get("complete", True) else " Partial: exported with --limit."),
     )
     table = LatencyTable(header, entries)
-    networks = [
-        (item, ArchConfig.from_dict(item["arch"]))
-        for item in items
-        if item["kind"] == "network" and item["id"] in timings
-    ]
     if networks:
         sums = np.array([table.latency(arch) for _, arch in networks])
         measured = np.array([timings[item["id"]] for item, _ in networks])
@@ -250,20 +258,21 @@ def import_table(
     table.save(out or table_path(device, space.name, img_size))
     refitted = None
     if refit:
-        refitted = _refit(device, space, img_size, num_classes, networks, timings, table.path)
+        path = table.path.with_name(table.path.stem + ".refit-predicted.json")
+        refitted = _refit(device, space, img_size, num_classes, networks, timings, csv_path, path)
     return table, refitted
 
 
-def _refit(device, space, img_size, num_classes, networks, timings, imported_path: Path) -> LatencyTable:
+def _refit(device, space, img_size, num_classes, networks, timings, csv_path, path: Path) -> LatencyTable:
     """Few-shot calibration of the device's cost model to the whole networks timed on the phone
-    (:func:`nas.latency.fewshot.calibrate`), then a predicted table from it."""
+    (:func:`nas.latency.fewshot.calibrate`), then a predicted table from it, saved at ``path``."""
     if not networks:
         raise NasError("--refit needs whole-network timings in the CSV (the manifest's n.. rows)")
     facts = [
         Fact(
             item["name"],
             timings[item["id"]],
-            f"imported from {imported_path}",
+            f"timed on the phone ({csv_path})",
             tuple(
                 record_ops(
                     build_static(arch, img_size=img_size, num_classes=num_classes, device="meta"),
@@ -277,5 +286,5 @@ def _refit(device, space, img_size, num_classes, networks, timings, imported_pat
     ]
     model = calibrate(device_cost_model(device), facts)
     table = build_predicted_table(device, space, img_size, num_classes, model=model, progress=False)
-    table.save(imported_path.with_name(imported_path.stem + ".refit-predicted.json"))
+    table.save(path)
     return table
