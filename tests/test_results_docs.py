@@ -61,11 +61,13 @@ def test_verdicts_follow_the_files_and_a_latency_comparison_gets_its_section(tmp
     pages = generate.render()
     assert "**1 of 3** comparisons" in pages["comparisons.md"]
     assert "No comparison at equal predicted latency is committed yet" in pages["comparisons.md"]
+    assert "above the searched one in\n  0 of 3 comparisons" in pages["comparisons.md"]
 
     # A comparison judged a win gets counted; one at equal latency gets its own section and verdict.
     path = here / "compare-v2-tiny-mes800" / "result.json"
     result = json.loads(path.read_text())
     result["summary"]["beats_every_random"] = True
+    result["rows"][3]["supernet_top1"] = result["rows"][0]["supernet_top1"] + 0.01  # the search passed it over
     path.write_text(json.dumps(result))
     path = here / "compare-v2-tiny-mes450" / "result.json"
     result = json.loads(path.read_text())
@@ -77,6 +79,7 @@ def test_verdicts_follow_the_files_and_a_latency_comparison_gets_its_section(tmp
     path.write_text(json.dumps(plan))
     pages = generate.render()
     assert "**2 of 2** comparisons" in pages["comparisons.md"]
+    assert "above the searched one in\n  1 of 2 comparisons (`compare-v2-tiny-mes800`)" in pages["comparisons.md"]
     latency = pages["comparisons.md"].split("## At equal predicted latency")[1]
     assert "No comparison" not in latency and "[compare-v2-tiny-mes450](compare-v2-tiny-mes450/compare.md)" in latency
     assert "**At equal predicted latency**" in pages["index.md"]

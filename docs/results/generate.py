@@ -165,7 +165,7 @@ def comparisons(searched: dict[str, dict]) -> list[dict]:
     runs = []
     for folder in _folders("compare-"):
         plan, result = _json(folder / "plan.json")["config"], _json(folder / "result.json")
-        search = searched.get(plan["searched_digest"])
+        search, own = searched.get(plan["searched_digest"]), result["rows"][0]["supernet_top1"] or 1
         arch = f"runs/{search['name']}/arch.yaml" if search else f"runs/{folder.name}/archs/searched.yaml"
         argv = ["nas", "compare", "--searched", arch, "--random", plan["random"], "--seeds", plan.get("seeds", 1)]
         argv += ["--objective", plan["objective"], "--tolerance", plan["tolerance"]]
@@ -185,6 +185,7 @@ def comparisons(searched: dict[str, dict]) -> list[dict]:
                 "s": result["summary"],
                 "tiny": result["space"].endswith("-tiny"),
                 "randoms": [r["digest"] for r in result["rows"][1:]],
+                "passed_over": [r["network"] for r in result["rows"][1:] if (r["supernet_top1"] or 0) > own],
                 "command": checked(argv),
                 "table_note": table_note(plan),
             }
@@ -258,6 +259,7 @@ def tally(compares: list[dict]) -> dict:
         "extrapolated": names(lambda c: fit(c, "log_macs").get("extrapolated")),
         "lat_fits": lat,
         "lat_above": [n for n in lat if fit(_by(compares, n), "latency_ms")["residual_ci"][0] > 0],
+        "passed_over": names(lambda c: c["passed_over"]),  # the supernet scores a random network above it
     }
 
 
@@ -294,9 +296,8 @@ def benchmarks() -> list[dict]:
 def context() -> dict:
     """Everything the templates read: the run folders, grouped by kind, with their verdicts counted."""
     search_runs = searches()
-    recorded = [s["config"]["supernet"] for s in search_runs]
     ranks = rank_checks()
-    recorded += [r["plan"]["supernet"] for r in ranks]
+    recorded = [s["config"]["supernet"] for s in search_runs] + [r["plan"]["supernet"] for r in ranks]
     compares = comparisons({s["result"]["digest"]: s for s in search_runs})
     by_objective = {}
     for c in compares:
@@ -345,7 +346,6 @@ def environment() -> jinja2.Environment:
         duration=duration,
         wall=lambda name: duration(wall_seconds(HERE / name)),
         g=lambda x: format(x, "g"),
-        count=lambda items, n: f"{len(items)} of {n}",
         names=lambda items: ", ".join(f"`{x}`" for x in items) or "none",
     )
     return env
