@@ -73,7 +73,9 @@ def test_rejudge_recomputes_a_committed_comparison(tmp_path):
     committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "compare-v2-tiny-mes800"
     out = shutil.copytree(committed, tmp_path / "cmp")
     (out / "compare.md").write_text("stale\n")
+    (out / "compare.png").unlink()
     result = rejudge(out)
+    assert (out / "compare.png").read_bytes().startswith(b"\x89PNG")  # redrawn, with the random frontier
     assert result["summary"] == json.loads((committed / "result.json").read_text())["summary"]
     text = (out / "compare.md").read_text()
     assert text == (committed / "compare.md").read_text()

@@ -388,8 +388,8 @@ def comparison_summary(rows: list[dict], with_supernet: bool) -> dict[str, Any]:
 
 def rejudge(out: str | Path) -> dict[str, Any]:
     """Judge a finished comparison in ``out`` again from its committed rows (the per-seed accuracies),
-    without training: its ``result.json`` summary and ``compare.md`` are rewritten with
-    :func:`comparison_summary`; the rows, sources, provenance, CSV and plot stay as they are."""
+    without training: its ``result.json`` summary, ``compare.md`` and ``compare.png`` (with the random frontier)
+    are rewritten with :func:`comparison_summary`; the rows, sources, provenance and CSV stay as they are."""
     out = Path(out)
     path = out / "result.json"
     if not path.is_file():
@@ -404,10 +404,13 @@ def rejudge(out: str | Path) -> dict[str, Any]:
             else all(r.get("supernet_top1") is not None for r in rows)
         )
         result["summary"] = comparison_summary(rows, with_supernet=supernet)
+        objective = Objective(result["objective"]["name"], result["objective"]["target"])
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise NasError(f"{path} is not a comparison's result: {exc}") from None
     write_json(path, result)
     write_text_atomic(out / "compare.md", to_markdown(result))
+    with_latency = all(r.get("latency_ms") is not None for r in rows)
+    _plot(rows, with_latency, out / "compare.png", objective, result["summary"]["frontier"])
     return result
 
 
@@ -802,12 +805,13 @@ def _frontier_panel(ax, rows: list[dict], fit: dict) -> None:
         every = np.geomspace(min(r["macs"] for r in rows), max(r["macs"] for r in rows), 50)
         ax.plot(every / 1e6, line(every), color="tab:blue", alpha=0.4, linestyle="--")  # extrapolated part too
         ax.annotate(
-            f"{100 * fit['residual']:+.2f} points",
+            f"{100 * fit['residual']:+.2f} points above the line",
             (rows[0]["macs"] / 1e6, 100 * rows[0]["top1"]),
             textcoords="offset points",
-            xytext=(-10, 8),
+            xytext=(-10, -3),
             fontsize=7,
             ha="right",
+            va="center",
         )
         ax.legend(loc="best", fontsize=7)
     ax.set_xlabel("MACs (M)")
@@ -840,7 +844,7 @@ def _plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective
         )
         ax.annotate(r["network"], (x, 100 * r["top1"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_xlabel(label if with_latency else "parameters (M)")
-    ax.set_ylabel("top-1 (%), trained from scratch (mean ± std over seeds)")
+    ax.set_ylabel("top-1 (%), from scratch, mean ± std over seeds")
     ax.set_title(f"searched vs random at {objective.name} {objective.target:.4g}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
