@@ -93,6 +93,9 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys, monkeypa
     assert latencies == sorted(latencies)  # spread over the range, in order
     plan = json.loads((out / "plan.json").read_text())
     assert [r["digest"] for r in rows] == [ArchConfig.from_dict(a).digest for a in plan["networks"]]
+    # Priced where the supernet trained and the networks train (32 px), not at 224 px, and said so.
+    assert plan["config"]["img_size"] == 32
+    assert result["sources"]["resolution"] == "cost priced at 32 px; trained and scored at 32 px"
     assert set(result["rankings"]) == {"supernet", "params", "macs", "latency", "synflow", "grad_norm"}
     for name, stats in result["rankings"].items():
         assert {"kendall_tau", "kendall_tau_ci", "spearman_rho", "spearman_rho_ci", "top1_overlap"} <= set(stats)
@@ -182,3 +185,16 @@ def test_a_ranking_study_is_stale_when_its_taus_are_not_the_current_statistics(t
     assert stale(out)
     with pytest.raises(NasError, match="no ranking study's result"):
         stale(tmp_path / "missing")
+
+
+def test_a_resumed_study_keeps_the_pricing_size_it_recorded(tmp_path):
+    from nas.search.resolution import price_size, recorded_plan_size
+
+    (tmp_path / "plan.json").write_text(json.dumps({"config": {"img_size": 224}}))
+    assert recorded_plan_size(tmp_path, resume=True) == 224
+    assert price_size(None, recorded_plan_size(tmp_path, resume=True), 32) == 224  # a study from before keeps 224
+    assert price_size(None, recorded_plan_size(tmp_path, resume=False), 32) == 32  # a new one: the training size
+    assert price_size(64, recorded_plan_size(tmp_path, resume=True), 32) == 64  # --price-size decides
+    (tmp_path / "plan.json").write_text("{")
+    assert recorded_plan_size(tmp_path, resume=True) is None  # the resume check says what is wrong
+    assert recorded_plan_size(tmp_path / "none", resume=True) is None

@@ -39,7 +39,12 @@ def add_parser(sub) -> None:
     p.add_argument("--full-n", type=nonneg_int, default=0, help="networks also trained with --full-recipe")
     p.add_argument("--data", help="image folder (default: the supernet's data)")
     p.add_argument("--device", help="latency table device (adds the latency ranking; spreads by latency)")
-    p.add_argument("--price-size", type=image_size, default=224, help="input size latency and MACs are priced at")
+    p.add_argument(
+        "--price-size",
+        type=image_size,
+        help="input size latency and MACs are priced at (default: the size the supernet trained at; a resumed "
+        "study keeps the size it recorded; --img-size is the size the networks train at)",
+    )
     p.add_argument("--out", help="output folder (default: runs/rank-check-N)")
     p.add_argument(
         "--scratch-from",

@@ -1,13 +1,15 @@
 """One resolution: the input size cost (MES, MACs, latency) is priced at, and the one accuracy comes from.
 
-``nas search``, ``nas sample`` and ``nas compare`` price at the size the networks are trained and
+``nas search``, ``nas sample``, ``nas compare`` and ``nas rank-check`` price at the size the networks are trained and
 scored at unless told otherwise: a search that prices 224 px latency while its supernet scores
 32 px images optimises a cost its networks never pay (at 32 px the last stage is 1x1).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +45,16 @@ def resolution_words(priced: int, trained: int | None, how: str = "trained and s
     """``cost priced at 32 px; trained and scored at 32 px`` (``how`` says what happens at the training size)."""
     text = f"cost priced at {priced} px"
     return text + (f"; {how} at {trained} px" if trained is not None else f"; {how} at a size not known here")
+
+
+def recorded_plan_size(out: str | Path, resume: bool) -> int | None:
+    """The pricing size a study to be resumed recorded in its ``plan.json`` (None: not resuming, no plan, or an
+    unreadable one: the resume check says what is wrong with it), so a resumed study keeps it."""
+    path = Path(out) / "plan.json"
+    if not (resume and path.exists()):
+        return None
+    try:
+        size = json.loads(path.read_text(encoding="utf-8"))["config"]["img_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None

@@ -48,7 +48,7 @@ from nas.runs.folder import COMPARISON, PLAN, RunFolder
 from nas.runs.writers import csv_text, pyplot, save_figure, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import Objective, cost_function, require_table
-from nas.search.resolution import price_size, resolution_words, warn_if_apart
+from nas.search.resolution import price_size, recorded_plan_size, resolution_words, warn_if_apart
 from nas.search.sample import sample_within_budget, within_budget
 from nas.space_files import load_space
 from nas.stats import mean_std, random_frontier, searched_vs_random
@@ -192,7 +192,8 @@ def _prepare(request: CompareRequest) -> _Prepared:
     # Priced at the supernet's training size (as its search priced), else at the size the networks train at;
     # a resumed comparison keeps the size it recorded.
     trained_here = request.recipe.img_size
-    img_size = price_size(request.img_size, _recorded_img_size(request), supernet_size or trained_here)
+    recorded = recorded_plan_size(request.out, request.resume)
+    img_size = price_size(request.img_size, recorded, supernet_size or trained_here)
     warn_if_apart(img_size, trained_here, "the networks train and are scored", "the comparison")
     table = keep(table_for(request.device, space, img_size)) if request.device else None
     cost = cost_function(table, img_size, num_classes)  # the budget
@@ -227,18 +228,6 @@ def _prepare(request: CompareRequest) -> _Prepared:
         random_from_digest=reused_digest,
     )
     return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
-
-
-def _recorded_img_size(request: CompareRequest) -> int | None:
-    """The pricing size a comparison to be resumed recorded in ``plan.json`` (None: none, or unreadable)."""
-    path = Path(request.out) / "plan.json"
-    if not (request.resume and path.exists()):
-        return None
-    try:
-        size = json.loads(path.read_text(encoding="utf-8"))["config"]["img_size"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # the resume check says what is wrong with it
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _reused_networks(path: str | Path, space: SearchSpace) -> tuple[list[tuple[str, ArchConfig]], str]:

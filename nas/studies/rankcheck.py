@@ -35,6 +35,7 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.data import eval_loader, load_splits
 from nas.latency import LatencyTable
+from nas.latency.predicted import keep, table_for
 from nas.metrics import count_macs
 from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest, load_checkpoint
@@ -44,6 +45,7 @@ from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
+from nas.search.resolution import price_size, recorded_plan_size, resolution_words, warn_if_apart
 from nas.space_files import load_space
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import supernet_accuracies, train_all, train_images_words, training_job
@@ -141,7 +143,7 @@ class RankCheckRequest:
     n: int = 20  # sub-networks
     data: str | None = None  # image folder (None: the supernet's data)
     device: str | None = None  # latency table device (adds the latency ranking; spreads by latency)
-    img_size: int = 224  # input size latency and MACs are priced at
+    img_size: int | None = None  # input size latency and MACs are priced at (None: the supernet's training size)
     seed: int = 0
     full_recipe: Recipe | None = None  # a longer recipe to check the short one on ``full_n`` networks
     full_n: int = 0
@@ -208,19 +210,25 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
     """Read and check the supernet run, the data and the table; the study's config."""
     spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
     space = load_space(spec.space)
-    load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
     data = spec.data if request.data is None else request.data
     splits = load_splits(data, request.recipe, request.seed, hold_out_search=False)  # bad data fails before any folder
     num_classes, fingerprint = splits.num_classes, splits.fingerprint
     del splits
-    table = LatencyTable.load(request.device, space, request.img_size) if request.device else None
-    cost = cost_function(table, request.img_size, num_classes)
+    # Priced where the supernet scores (as its search priced), else where the networks train; a resumed study
+    # keeps the size it recorded. Costs priced elsewhere rank a budget the networks never pay.
+    trained_here = request.recipe.img_size
+    supernet_size = int(checkpoint["img_size"]) if "img_size" in checkpoint else trained_here
+    img_size = price_size(request.img_size, recorded_plan_size(request.out, request.resume), supernet_size)
+    warn_if_apart(img_size, trained_here, "the networks train and are scored", "the ranking study")
+    table = keep(table_for(request.device, space, img_size)) if request.device else None
+    cost = cost_function(table, img_size, num_classes)
     context = spec.context()
     config = RankCheckRunConfig(
         space=space.name,
         n=request.n,
         device=request.device,
-        img_size=request.img_size,
+        img_size=img_size,
         data=data,
         seed=request.seed,
         recipe=request.recipe,
@@ -322,8 +330,9 @@ def _study(
         "from scratch": scratch_source,
         "supernet": f"top-1 with the weights of {config.supernet}, BatchNorm recalibrated "
         f"({config.bn_calib_batches} batches), on its search split",
-        "proxies": "params, MACs exact; latency from the table named in the config; SynFlow (log10) and the "
-        "gradient norm of one batch of training images at a seeded initialisation",
+        "proxies": f"params, MACs exact at {config.img_size}x{config.img_size}; latency from the table named in the "
+        "config; SynFlow (log10) and the gradient norm of one batch of training images at a seeded initialisation",
+        "resolution": resolution_words(config.img_size, config.recipe.img_size),
         "intervals": RANKING_METHOD,
     }
     result["provenance"] = clock.summary()
