@@ -251,7 +251,7 @@ def tally(compares: list[dict]) -> dict:
         "beats": beats,
         "beats_groups": len({c["group"] for c in compares if c["name"] in beats}),
         "tiny": names(lambda c: c["tiny"]),
-        "tiny_mean_above": names(lambda c: c["tiny"] and (c["s"]["margin_over_random_mean_ci"] or [0])[0] > 0),
+        "mean_above": names(lambda c: (c["s"]["margin_over_random_mean_ci"] or [0])[0] > 0),
         "macs_fits": macs,
         "macs_above": [n for n in macs if fit(_by(compares, n), "log_macs")["residual_ci"][0] > 0],
         "macs_below": [n for n in macs if fit(_by(compares, n), "log_macs")["residual_ci"][1] < 0],
