@@ -268,5 +268,11 @@ def test_committed_comparisons_that_share_draws_count_as_one():
     same_main = {"compare-v2-main-1ep-plus1-mes200", "compare-v2-main-1ep-seed1-mes200"}
     same_tiny = {"compare-v2-tiny-mes800", "compare-v2-tiny-proj-mes800", "compare-v2-tiny-band800-seed1-mes800"}
     assert any(same_main <= set(g) for g in groups) and any(same_tiny <= set(g) for g in groups)
-    assert len(randoms) == 16 and len(groups) == 6
+    mes = [n for n in randoms if "-mes" in n]
+    assert len(mes) == 16 and len([g for g in groups if set(g) <= set(mes)]) == 6
+    # The equal-latency study's two comparisons drew fresh networks: each is its own group.
+    assert [g for g in groups if any("-lat" in n for n in g)] == [
+        ["compare-v2-main-64px-seed0-lat"],
+        ["compare-v2-main-64px-seed1-lat"],
+    ]
     assert draw_groups({"a": ["x", "y"], "b": ["z"], "c": ["y", "w"], "d": ["w"]}) == [["a", "c", "d"], ["b"]]
