@@ -188,13 +188,18 @@ def test_a_ranking_study_is_stale_when_its_taus_are_not_the_current_statistics(t
 
 
 def test_a_resumed_study_keeps_the_pricing_size_it_recorded(tmp_path):
-    from nas.search.resolution import price_size, recorded_plan_size
+    from nas.runs.folder import RANKING, SEARCH, RunFolder
+    from nas.search.resolution import price_size
 
+    study = RunFolder(tmp_path, RANKING)
     (tmp_path / "plan.json").write_text(json.dumps({"config": {"img_size": 224}}))
-    assert recorded_plan_size(tmp_path, resume=True) == 224
-    assert price_size(None, recorded_plan_size(tmp_path, resume=True), 32) == 224  # a study from before keeps 224
-    assert price_size(None, recorded_plan_size(tmp_path, resume=False), 32) == 32  # a new one: the training size
-    assert price_size(64, recorded_plan_size(tmp_path, resume=True), 32) == 64  # --price-size decides
+    assert study.recorded_setting("img_size", resume=True) == 224
+    assert price_size(None, study.recorded_setting("img_size", resume=True), 32) == 224  # a study from before keeps 224
+    assert price_size(None, study.recorded_setting("img_size", resume=False), 32) == 32  # a new one: the training size
+    assert price_size(64, study.recorded_setting("img_size", resume=True), 32) == 64  # --price-size decides
     (tmp_path / "plan.json").write_text("{")
-    assert recorded_plan_size(tmp_path, resume=True) is None  # the resume check says what is wrong
-    assert recorded_plan_size(tmp_path / "none", resume=True) is None
+    assert study.recorded_setting("img_size", resume=True) is None  # the resume check says what is wrong
+    assert RunFolder(tmp_path / "none", RANKING).recorded_setting("img_size", resume=True) is None
+    (tmp_path / "config.yaml").write_text("img_size: true\n")  # a search's record; not a size
+    assert RunFolder(tmp_path, SEARCH).recorded_setting("img_size", resume=True) is True
+    assert price_size(None, True, 32) == 32

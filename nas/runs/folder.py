@@ -173,6 +173,20 @@ class RunFolder:
         what = self._kind.holds.split(" ", 1)[-1]
         return NasError(f"{self.path / self._kind.record}: corrupt {what} plan ({type(error).__name__}: {error})")
 
+    def recorded_setting(self, name: str, resume: bool) -> Any:
+        """Setting ``name`` as the folder's record (``config.yaml`` or ``plan.json``'s ``config``) holds it,
+        when resuming: what a resumed run keeps (such as the size it priced at). None when not resuming, when
+        nothing is recorded, or when the record cannot be read: :meth:`check` says what is wrong with it."""
+        path = self.path / self._kind.record
+        if not (resume and path.is_file()):
+            return None
+        try:
+            if self._kind.record == CONFIG:
+                return (read_yaml(path, "run config") or {}).get(name)
+            return json.loads(path.read_text(encoding="utf-8"))["config"].get(name)
+        except (NasError, OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
     def _recorded(self, config: Any) -> dict[str, Any]:
         """The recorded settings file, after refusing settings that differ from ``config``."""
         path = self.path / self._kind.record

@@ -7,9 +7,7 @@ scored at unless told otherwise: a search that prices 224 px latency while its s
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +18,8 @@ DEFAULT_PRICE_SIZE = 224
 def price_size(given: int | None, recorded: int | None = None, trained: int | None = None) -> int:
     """The size to price at: ``given`` (an explicit ``--img-size``), else ``recorded`` (what a resumed
     run priced at: it keeps it), else ``trained`` (the training resolution), else 224."""
+    if isinstance(recorded, bool) or not isinstance(recorded, int):  # a recorded file may hold anything
+        recorded = None
     for size in (given, recorded, trained):
         if size is not None:
             return int(size)
@@ -45,16 +45,3 @@ def resolution_words(priced: int, trained: int | None, how: str = "trained and s
     """``cost priced at 32 px; trained and scored at 32 px`` (``how`` says what happens at the training size)."""
     text = f"cost priced at {priced} px"
     return text + (f"; {how} at {trained} px" if trained is not None else f"; {how} at a size not known here")
-
-
-def recorded_plan_size(out: str | Path, resume: bool) -> int | None:
-    """The pricing size a study to be resumed recorded in its ``plan.json`` (None: not resuming, no plan, or an
-    unreadable one: the resume check says what is wrong with it), so a resumed study keeps it."""
-    path = Path(out) / "plan.json"
-    if not (resume and path.exists()):
-        return None
-    try:
-        size = json.loads(path.read_text(encoding="utf-8"))["config"]["img_size"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return size if isinstance(size, int) and not isinstance(size, bool) else None

@@ -16,7 +16,6 @@ from typing import Any
 
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import read_yaml
 from nas.latency import LatencyTable
 from nas.latency.predicted import keep, table_for
 from nas.runs.checkpoint import file_digest, load_checkpoint
@@ -127,7 +126,8 @@ def _prepare(request: SearchRequest) -> _Prepared:
     checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
     num_classes, trained = checkpoint["num_classes"], int(checkpoint["img_size"])
     # Priced where accuracy is measured unless asked otherwise; a resumed search keeps what it recorded.
-    img_size = price_size(request.img_size, _recorded_img_size(Path(request.run), request.resume), trained)
+    recorded = RunFolder(request.run, SEARCH).recorded_setting("img_size", request.resume)
+    img_size = price_size(request.img_size, recorded, trained)
     warn_if_apart(img_size, trained, "the supernet trained", "the search")
     table = table_for(device, space, img_size) if device else None
     cost = cost_function(table, img_size, num_classes)  # parameters of the network the run trains
@@ -172,18 +172,6 @@ def _prepare(request: SearchRequest) -> _Prepared:
         search_images=request.search_images,
     )
     return _Prepared(spec, space, cost, actions, config, context, table)
-
-
-def _recorded_img_size(run: Path, resume: bool) -> int | None:
-    """The pricing size a search to be resumed recorded (None: none, or unreadable: the resume check says why)."""
-    path = run / "config.yaml"
-    if not (resume and path.exists()):
-        return None
-    try:
-        size = (read_yaml(path, "run config") or {}).get("img_size")
-    except (NasError, AttributeError):
-        return None
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _saved_state(run: Path, resume: bool) -> SearchState | None:

@@ -48,7 +48,7 @@ from nas.runs.folder import COMPARISON, PLAN, RunFolder
 from nas.runs.writers import csv_text, pyplot, save_figure, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import Objective, cost_function, require_table
-from nas.search.resolution import price_size, recorded_plan_size, resolution_words, warn_if_apart
+from nas.search.resolution import price_size, resolution_words, warn_if_apart
 from nas.search.sample import sample_within_budget, within_budget
 from nas.space_files import load_space
 from nas.stats import mean_std, random_frontier, searched_vs_random
@@ -192,7 +192,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
     # Priced at the supernet's training size (as its search priced), else at the size the networks train at;
     # a resumed comparison keeps the size it recorded.
     trained_here = request.recipe.img_size
-    recorded = recorded_plan_size(request.out, request.resume)
+    recorded = RunFolder(request.out, COMPARISON).recorded_setting("img_size", request.resume)
     img_size = price_size(request.img_size, recorded, supernet_size or trained_here)
     warn_if_apart(img_size, trained_here, "the networks train and are scored", "the comparison")
     table = keep(table_for(request.device, space, img_size)) if request.device else None

@@ -45,7 +45,7 @@ from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import cost_function
-from nas.search.resolution import price_size, recorded_plan_size, resolution_words, warn_if_apart
+from nas.search.resolution import price_size, resolution_words, warn_if_apart
 from nas.space_files import load_space
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import supernet_accuracies, train_all, train_images_words, training_job
@@ -218,8 +218,8 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
     # Priced where the supernet scores (as its search priced), else where the networks train; a resumed study
     # keeps the size it recorded. Costs priced elsewhere rank a budget the networks never pay.
     trained_here = request.recipe.img_size
-    supernet_size = int(checkpoint["img_size"]) if "img_size" in checkpoint else trained_here
-    img_size = price_size(request.img_size, recorded_plan_size(request.out, request.resume), supernet_size)
+    recorded = RunFolder(request.out, RANKING).recorded_setting("img_size", request.resume)
+    img_size = price_size(request.img_size, recorded, int(checkpoint["img_size"]))
     warn_if_apart(img_size, trained_here, "the networks train and are scored", "the ranking study")
     table = keep(table_for(request.device, space, img_size)) if request.device else None
     cost = cost_function(table, img_size, num_classes)
