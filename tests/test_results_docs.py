@@ -92,3 +92,58 @@ def test_no_machine_paths_in_committed_results():
         if path.is_file() and path.suffix in (".md", ".json", ".jsonl", ".yaml", ".csv", ".j2"):
             text = path.read_text(encoding="utf-8")
             assert not machine_path.search(text), f"{path.relative_to(ROOT)} holds a machine path"
+
+
+def test_the_hand_written_figures_are_what_the_committed_files_say():
+    """The README's caption and the comparisons explanation quote verdicts and costs in prose; each figure they
+    quote is recomputed here from the committed run folders, so neither can drift from them."""
+    generate = _generator()
+    data = generate.context()
+    mes, lat = data["objectives"]["mes"], data["objectives"]["latency"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    explanation = (ROOT / "docs" / "explanation" / "comparisons.md").read_text(encoding="utf-8")
+    prose = " ".join(readme.split())
+
+    # The README's picture and its caption: the equal-latency comparison of the second supernet seed.
+    shown = re.search(r"\]\(docs/results/([\w-]+)/compare\.png\)", readme).group(1)
+    compare = next(c for c in lat["runs"] if c["name"] == shown)
+    s = compare["s"]
+    beaten = sum(v["p_holm"] < s["alpha"] for v in s["vs_random"])
+    assert f"latency of {compare['result']['objective']['target']:.3f} ms" in prose
+    assert f"It beats {['no', 'one', 'two', 'three', 'four', 'five'][beaten]} of them but not the best" in prose
+    assert not s["beats_every_random"] and not lat["beats"] and not lat["lat_above"] and not lat["macs_above"]
+    assert s["searched_rank"] == 1 and len(lat["runs"]) == 2
+    other = next(c for c in lat["runs"] if c["name"] != shown)["s"]
+    assert "with a second supernet seed it sits among them" in prose and 1 < other["searched_rank"] < 6
+    # "the supernet itself scored the best random network above the searched one", in both comparisons.
+    assert all(c["s"]["best_random_network"] in c["passed_over"] for c in lat["runs"])
+    assert f"beats every random one in {len(mes['beats'])} of {mes['n']} comparisons" in prose
+    assert not mes["macs_above"] and "(above the MACs frontier in none)" in prose
+    study = [f for f in RESULTS.iterdir() if "64px" in f.name and (f / "wall.json").is_file()]
+    seconds = sum(generate.wall_seconds(f) for f in study)
+    assert len(study) == 6 and f"| {generate.duration(seconds)} |" in readme
+    assert f"({seconds / 3600:.1f} hours on 2 CPU cores in all)" in " ".join(explanation.split())
+
+    # The explanation's two tables of verdicts.
+    rows = {
+        "beats every random network (Holm-adjusted p < 0.05)": (mes["beats"], lat["beats"]),
+        "margin over the random mean, 95% interval above zero": (mes["mean_above"], lat["mean_above"]),
+        "has the most MACs of its comparison": (mes["most_macs"], lat["most_macs"]),
+    }
+    for question, (at_mes, at_latency) in rows.items():
+        groups = len({c["group"] for c in mes["runs"] if c["name"] in at_mes})
+        assert re.search(rf"\| {re.escape(question)} \| {len(at_mes)} \| ({groups} )?\|", explanation), question
+        assert f"| {question} | {len(at_latency)} |" in explanation, question
+    assert f"| above the random frontier at equal MACs, 95% interval above zero | {len(mes['macs_above'])} | 0 |" in (
+        explanation
+    )
+    assert (
+        f"| above the random frontier at equal MACs or equal latency | {len(lat['macs_above'] + lat['lat_above'])} |"
+        in (explanation)
+    )
+    assert f"| the supernet scores the best random network above the searched one | {len(lat['passed_over'])} |" in (
+        explanation
+    )
+    assert f"({mes['n']} of the `docs/results/compare-*/result.json`, in {mes['groups']} groups" in " ".join(
+        explanation.split()
+    )
