@@ -17,7 +17,7 @@ def copy_run(run: Path, dest: Path) -> Path:
 def search_argv(supernet: Path, run: Path, *extra: str) -> list[str]:
     """The ``nas search`` of the ``tiny_search`` fixture: greedy, to MES 420 on iphone12."""
     argv = ["search", "--supernet", str(supernet), "--objective", "mes", "--target", "420", "--device", "iphone12"]
-    return [*argv, "--bn-calib-batches", "1", "--run", str(run), *extra]
+    return [*argv, "--strategy", "greedy", "--bn-calib-batches", "1", "--run", str(run), *extra]
 
 
 def compare_argv(search: Path, out: Path, *extra: str) -> list[str]:

@@ -1,17 +1,32 @@
-"""Search strategies: the registry, NSGA-II's objective and target (the optuna bug), random search."""
+"""Search strategies: the registry and plug-ins, options set with --set, NSGA-II's objective and target
+(the optuna bug), random search in the band."""
 
+import dataclasses
 import json
+import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nas import ArchConfig, NasError, load_space
 from nas.cli import main
 from nas.search.objective import Objective, cost_function
-from nas.search.strategy import _STRATEGIES, SearchContext, get_strategy, register_strategy, strategy_names
+from nas.search.strategy import (
+    _BUILTIN,
+    _STRATEGIES,
+    Scored,
+    SearchContext,
+    StrategyOutcome,
+    get_strategy,
+    parse_assignments,
+    register_strategy,
+    strategy_names,
+    strategy_options,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,31 +51,162 @@ def test_the_builtin_strategies_are_listed_without_importing_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "greedy,optuna,random"
+    assert proc.stdout.strip().split(",") == sorted(_BUILTIN)
 
 
-def test_get_strategy_loads_each_builtin_and_refuses_an_unknown_name():
-    for name in ("greedy", "optuna", "random"):
+def test_get_strategy_loads_each_builtin_with_its_options_and_refuses_an_unknown_name():
+    for name in _BUILTIN:
         strategy = get_strategy(name)
-        assert strategy.name == name and callable(strategy.run)
-    with pytest.raises(NasError, match="unknown search strategy 'annealing'; choose one of greedy, optuna, random"):
+        assert strategy.name == name and callable(strategy.run) and dataclasses.is_dataclass(strategy.options)
+        defaults = strategy_options(strategy)  # every option has a default and a meaning
+        assert all(f.metadata.get("help") for f in dataclasses.fields(defaults)), name
+    with pytest.raises(NasError, match="unknown search strategy 'annealing'; choose one of evolution, greedy"):
         get_strategy("annealing")
 
 
+@dataclasses.dataclass(frozen=True)
+class _LargestOptions:
+    pass
+
+
 def test_a_registered_strategy_is_found_and_offered_by_the_cli(monkeypatch, capsys):
-    class Best:
-        name = "best-of-two"
+    class Largest:
+        name = "largest"
+        options = _LargestOptions
 
-        def run(self, context: SearchContext) -> dict:
-            return {"arch": context.space.largest().to_dict()}
+        def run(self, context: SearchContext, options) -> StrategyOutcome:
+            largest = Scored(context.space.largest(), context.pool([context.space.largest()])[0])
+            return StrategyOutcome(largest, (largest,))
 
-    monkeypatch.setitem(_STRATEGIES, "best-of-two", Best())  # undone after the test
-    assert "best-of-two" in strategy_names() and get_strategy("best-of-two").name == "best-of-two"
+    monkeypatch.setitem(_STRATEGIES, "largest", Largest())  # undone after the test
+    assert "largest" in strategy_names() and get_strategy("largest").name == "largest"
     with pytest.raises(TypeError, match="run"):
         register_strategy(object())
     with pytest.raises(SystemExit):
         main(["search", "--help"])
-    assert "best-of-two" in capsys.readouterr().out
+    assert "largest" in capsys.readouterr().out
+
+
+PLUGIN = """
+import dataclasses
+from nas.core.typed_yaml import setting
+from nas.search.strategy import Scored, StrategyOutcome, register_strategy
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallestOptions:
+    repeat: int = setting(1, low=1, help="how often to score the smallest network")
+
+
+class Smallest:
+    name = "smallest"
+    options = SmallestOptions
+
+    def run(self, context, options):
+        smallest = context.space.smallest()
+        scored = Scored(smallest, context.pool([smallest] * options.repeat)[0])
+        return StrategyOutcome(scored, (scored,), ("smallest     the smallest network, scored",))
+
+
+register_strategy(Smallest())
+"""
+
+
+def test_a_strategy_of_another_package_registers_through_its_entry_point(tiny_supernet, tmp_path):
+    """A package installed beside the engine (a dist-info with an entry point in ``nas.strategies``) adds
+    a strategy in one file: listed without importing it, loaded when asked for, run by nas search."""
+    site = tmp_path / "site"
+    (site / "smallest-0.1.dist-info").mkdir(parents=True)
+    (site / "smallest_strategy.py").write_text(PLUGIN)
+    (site / "smallest-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: smallest\nVersion: 0.1\n")
+    (site / "smallest-0.1.dist-info" / "entry_points.txt").write_text(
+        "[nas.strategies]\nsmallest = smallest_strategy\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from nas.search.strategy import strategy_names; print(strategy_names()); "
+            "assert 'smallest_strategy' not in sys.modules",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert listed.returncode == 0 and "'smallest'" in listed.stdout, listed.stderr[-2000:]
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "nas", "search", "--supernet", str(tiny_supernet), "--strategy", "smallest"]
+    argv += ["--set", "repeat=2", "--objective", "params", "--target", "1e9", "--run", str(out)]
+    argv += ["--bn-calib-batches", "1", "--finalists", "0", "--noise-networks", "0", "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["strategy"] == "smallest" and result["options"] == {"repeat": 2}
+    assert result["digest"] == load_space("efficientformerv2-tiny").smallest().digest
+    assert "repeat: 2" in (out / "config.yaml").read_text()
+    bad = subprocess.run(
+        [*argv[:-1], "--set", "repeat=0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "strategy smallest: --set.repeat must be at least 1, got 0" in bad.stderr
+
+
+# --- options: --set, the old flags, recorded and checked on resume ----------------------------------
+
+
+def test_options_are_typed_validated_and_reject_unknown_keys():
+    evolution = get_strategy("evolution")
+    options = strategy_options(
+        evolution, parse_assignments(["evaluations=300", "predictor=true", "include=a.yaml", "tolerance=0.1"])
+    )
+    assert (options.evaluations, options.predictor, options.include, options.tolerance) == (300, True, ("a.yaml",), 0.1)
+    assert strategy_options(evolution, {"include": "[a.yaml, b.yaml]"}).include == ("a.yaml", "b.yaml")
+    with pytest.raises(NasError, match="strategy greedy: --set: unknown key 'evaluations'; allowed keys: evaluate_top"):
+        strategy_options(get_strategy("greedy"), {"evaluations": "3"})
+    with pytest.raises(NasError, match=r"strategy evolution: --set.mutation must be in \[0, 1\], got 2"):
+        strategy_options(evolution, {"mutation": "2"})
+    with pytest.raises(NasError, match="strategy random: --set.evaluations"):
+        strategy_options(get_strategy("random"), {"evaluations": "many"})
+    with pytest.raises(NasError, match="--set 'evaluations': give key=value"):
+        parse_assignments(["evaluations"])
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--strategy", "greedy", "--set", "trials=3"], "strategy greedy: --set: unknown key 'trials'"),
+        (["--strategy", "greedy", "--trials", "3"], "--trials is not an option of strategy greedy"),
+        (["--strategy", "random", "--evaluate-top", "3"], "--evaluate-top is not an option of strategy random"),
+        (["--strategy", "evolution", "--set", "parents=0"], "--set.parents must be at least 1"),
+        (["--strategy", "evolution", "--set", "include=nowhere.yaml"], "nowhere.yaml"),
+        (["--strategy", "random", "--set", "tolerance=1e-9"], "lies in the band"),
+    ],
+)
+def test_bad_options_are_one_line_and_leave_no_folder(tiny_supernet, tmp_path, capsys, extra, fragment):
+    out = tmp_path / "s"
+    argv = ["search", "--supernet", str(tiny_supernet), "--objective", "params", "--target", "300000"]
+    assert main([*argv, "--run", str(out), "--bn-calib-batches", "1", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
+    assert not out.exists()
+
+
+def test_options_are_recorded_and_a_resume_with_others_is_refused(tiny_supernet, tmp_path, capsys):
+    out = tmp_path / "random"
+    argv = ["search", "--supernet", str(tiny_supernet), "--strategy", "random", "--trials", "4", "--objective"]
+    argv += ["params", "--target", "300000", "--run", str(out), "--bn-calib-batches", "1", "--finalists", "2"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["strategy_options"] == {"evaluations": 4, "tolerance": 0.05}  # --trials: the old flag
+    assert config["final_scoring"]["finalists"] == 2
+    assert main([*argv, "--set", "tolerance=0.1", "--resume"]) == 2
+    assert "different strategy_options.tolerance (0.05 in the run, 0.1 now)" in capsys.readouterr().err
+    assert main([*argv[:-2], "--finalists", "3", "--resume"]) == 2
+    assert "different final_scoring.finalists" in capsys.readouterr().err
 
 
 # --- NSGA-II: the objective asked for, within its target --------------------------------------------
@@ -138,15 +284,17 @@ def test_optuna_search_with_objective_params_and_a_device_optimises_parameters(t
     assert front and all(r["params"] <= target for r in front)
     assert [r["params"] for r in front] == sorted(r["params"] for r in front)
     best = max(within, key=lambda r: r["accuracy"])
-    assert result["digest"] == best["digest"] == ArchConfig.load(out / "arch.yaml").digest
+    assert result["strategy_choice"] == best["digest"]
+    assert result["digest"] == ArchConfig.load(out / "arch.yaml").digest
+    assert result["digest"] in {r["digest"] for r in within}  # the best finalist, all within the target
     assert result["params"] <= target and result["within_target"] == len(within)
-    assert json.loads((out / "result.json").read_text())["digest"] == best["digest"]
+    assert json.loads((out / "result.json").read_text())["digest"] == result["digest"]
 
 
 # --- random search -------------------------------------------------------------------------------------
 
 
-def test_random_search_keeps_draws_within_the_target_whatever_the_batch():
+def test_random_search_draws_in_the_band_whatever_the_batch():
     from nas.search.random_search import random_search
     from nas.search.sample import sample_distinct
 
@@ -154,37 +302,46 @@ def test_random_search_keeps_draws_within_the_target_whatever_the_batch():
     cost = cost_function(None, 224, 10)
     objective = Objective("params", _mid_target(space, cost, "params"))
     seen = []
-    records = random_search(space, fake_accuracy, cost, objective, 10, random.Random(5), batch=3, on_batch=seen.append)
+    records = random_search(
+        space, fake_accuracy, cost, objective, 10, random.Random(5), batch=3, on_batch=seen.append, tolerance=0.1
+    )
     assert len(records) == 10 and len(seen) == 4  # batches of 3, 3, 3, 1
-    assert all(r["params"] <= objective.target for r in records)
+    assert all(0.9 * objective.target <= r["params"] <= objective.target for r in records)  # two-sided
     assert len({r["digest"] for r in records}) == 10
-    expected = sample_distinct(space, 10, lambda a: objective.met(cost(a)), random.Random(5))
+    expected = sample_distinct(space, 10, lambda a: objective.in_band(cost(a), 0.1), random.Random(5))
     assert [r["digest"] for r in records] == [a.digest for a in expected]
-    again = random_search(space, fake_accuracy, cost, objective, 10, random.Random(5), batch=8)
+    again = random_search(space, fake_accuracy, cost, objective, 10, random.Random(5), batch=8, tolerance=0.1)
     assert again == records
+    one_sided = random_search(space, fake_accuracy, cost, objective, 30, random.Random(5))  # tolerance None
+    assert any(r["params"] < 0.9 * objective.target for r in one_sided)
     with pytest.raises(NasError, match="none of 50 random sub-networks"):
         random_search(space, fake_accuracy, cost, Objective("params", 1), 3, random.Random(0), max_draws=50)
 
 
-def test_random_strategy_writes_its_trials_and_the_best_arch_and_resumes(tiny_supernet, tmp_path, capsys):
+def test_random_strategy_writes_its_trials_and_resumes(tiny_supernet, tmp_path, capsys):
     space = load_space("efficientformerv2-tiny")
     target = _mid_target(space, cost_function(None, 224, 10), "params")
     out = tmp_path / "random"
-    argv = ["search", "--supernet", str(tiny_supernet), "--strategy", "random", "--trials", "4"]
-    argv += ["--objective", "params", "--target", f"{target:g}", "--run", str(out), "--bn-calib-batches", "1"]
+    argv = ["search", "--supernet", str(tiny_supernet), "--strategy", "random", "--set", "evaluations=4"]
+    argv += ["--set", "tolerance=0.2", "--objective", "params", "--target", f"{target:g}", "--run", str(out)]
+    argv += ["--bn-calib-batches", "1"]
     assert main([*argv, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
-    assert len(trials) == 4 and all(r["params"] <= target for r in trials)
+    assert len(trials) == 4 and all(0.8 * target <= r["params"] <= target for r in trials)
     best = max(trials, key=lambda r: r["accuracy"])
-    assert result["strategy"] == "random" and result["digest"] == best["digest"]
-    assert ArchConfig.load(out / "arch.yaml").digest == best["digest"]
-    assert result["evaluations"] == 4 and result["within_target"] == 4
+    assert result["strategy"] == "random" and result["strategy_choice"] == best["digest"]
+    # The choice is the best finalist at the finalists' fidelity, among the trials.
+    finalists = {f["digest"]: f for f in result["finalists"]}
+    assert result["digest"] in finalists and best["digest"] in finalists
+    assert result["accuracy"] == max(f["final_accuracy"] for f in finalists.values())
+    assert ArchConfig.load(out / "arch.yaml").digest == result["digest"]
+    assert result["evaluations"] == 4 and result["within_target"] == 4 and result["band"] == [0.8 * target, target]
     saved = (out / "trials.jsonl").read_text()
     # Resumed: the same draws, every accuracy from the cache, the same outputs.
     evaluations = (out / "evaluations.jsonl").read_text()
     assert main([*argv, "--resume"]) == 0
-    assert "the most accurate of 4 trials within params" in capsys.readouterr().out
+    assert "sub-networks drawn uniformly in the band" in capsys.readouterr().out
     assert (out / "trials.jsonl").read_text() == saved
     assert (out / "evaluations.jsonl").read_text() == evaluations
     assert main(argv) == 2  # no --resume: the folder holds a search

@@ -1,4 +1,4 @@
-"""``nas search --supernet RUN --objective mes --target 100 --device iphone12``: greedy slimming."""
+"""``nas search --supernet RUN --objective mes --target 100 --device iphone12``: search a trained supernet."""
 
 from __future__ import annotations
 
@@ -12,18 +12,30 @@ from nas.cli.common import (
     positive_float,
     positive_int,
 )
-from nas.search.settings import OBJECTIVES, ScreenConfig
+from nas.search.settings import DEFAULT_STRATEGY, OBJECTIVES
 from nas.search.strategy import strategy_names
+
+#: Flags of earlier versions that set a strategy's option: flag -> option key.
+OPTION_ALIASES = {
+    "trials": "evaluations",
+    "evaluate_top": "evaluate_top",
+    "explore": "explore",
+    "storage": "storage",
+    "study_name": "study_name",
+}
 
 
 def add_parser(sub) -> None:
     """Register the ``nas search`` subcommand on ``sub``."""
     p = sub.add_parser(
         "search",
-        help="greedy slimming of a trained supernet to an MES, latency or size target",
-        description="Starts from the largest sub-network and, at every step, takes the one-step "
-        "shrink with the smallest accuracy drop per unit gained (EfficientFormerV2 alg. 1), "
-        "until the target is met. Evaluations run in-process (--workers 0) or on Ray.",
+        help="search a trained supernet for the most accurate sub-network at an MES, latency or size target",
+        description="Runs a search strategy on the supernet's sub-networks (scored with its weights, BatchNorm "
+        "recalibrated), measures the score's noise, scores the best candidates again at a higher fidelity "
+        "and chooses by that score. Strategies: evolution (constrained evolution in a budget band), greedy "
+        "(greedy slimming, EfficientFormerV2 alg. 1), optuna (NSGA-II), random (random search in the band); "
+        "each has options set with --set key=value (docs/reference/cli.md lists them). Evaluations run "
+        "in-process (--workers 0) or on Ray.",
     )
     p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
     p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
@@ -48,51 +60,89 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--strategy",
-        default="greedy",
+        default=DEFAULT_STRATEGY,
         choices=strategy_names(),
-        help="greedy slimming (default); optuna: NSGA-II over accuracy and the objective, within the target; "
-        "random: the most accurate of --trials uniform samples within the target",
+        help=f"how to search (default {DEFAULT_STRATEGY}): evolution, constrained evolution in the band of the "
+        "target; greedy, greedy slimming from the largest sub-network (the papers' algorithm); optuna, NSGA-II "
+        "over accuracy and the objective; random, the most accurate of uniform samples in the band",
     )
     p.add_argument(
-        "--trials",
+        "--set",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set an option of the strategy (repeatable), e.g. --set evaluations=300 --set predictor=true; "
+        "evolution: evaluations, population, parents, mutation, crossover, tolerance, include, predictor, "
+        "screen, explore; greedy: evaluate_top, explore; optuna: evaluations, population, storage, study_name; "
+        "random: evaluations, tolerance",
+    )
+    p.add_argument("--trials", type=positive_int, help="the same as --set evaluations=N (evolution, optuna, random)")
+    p.add_argument("--evaluate-top", type=nonneg_int, help="the same as --set evaluate_top=K (greedy)")
+    p.add_argument("--explore", type=nonneg_int, help="the same as --set explore=K (greedy)")
+    p.add_argument("--storage", help="the same as --set storage=URL (optuna)")
+    p.add_argument("--study-name", help="the same as --set study_name=NAME (optuna)")
+    p.add_argument(
+        "--finalists",
+        type=nonneg_int,
+        default=4,
+        help="best candidates scored again on every image of the search split with more calibration images; "
+        "the best of them is chosen (default 4; 0: the strategy's own choice)",
+    )
+    p.add_argument(
+        "--final-draws", type=positive_int, default=2, help="calibration draws per finalist score (default 2)"
+    )
+    p.add_argument(
+        "--final-calib-batches",
         type=positive_int,
-        default=64,
-        help="optuna: finished trials the study should hold; random: sub-networks evaluated (default 64)",
+        help="calibration batches of a finalist's score (default: twice the search's)",
     )
     p.add_argument(
-        "--storage",
-        help="optuna: database URL of the study, shared by processes that add trials to it "
-        "(default: sqlite:///RUN/optuna.db)",
+        "--final-images", type=positive_int, help="images a finalist is scored on (default: the whole search split)"
     )
-    p.add_argument("--study-name", default="nas-search", help="optuna: study name in --storage (default nas-search)")
     p.add_argument(
-        "--evaluate-top",
+        "--noise-networks",
         type=nonneg_int,
-        default=ScreenConfig.keep,
-        help="greedy: after the first step, evaluate only the K shrinks an accuracy predictor fitted on the "
-        f"search's own evaluations ranks best (default {ScreenConfig.keep}); 0 evaluates every shrink "
-        "(EfficientFormerV2 alg. 1 as written)",
+        default=3,
+        help="best candidates scored at other draws of calibration and scored images to measure the score's "
+        "noise (default 3)",
     )
-    p.add_argument(
-        "--explore",
-        type=nonneg_int,
-        default=ScreenConfig.explore,
-        help="greedy: also evaluate this many shrinks of the kinds evaluated least recently "
-        f"(default {ScreenConfig.explore})",
-    )
+    p.add_argument("--noise-draws", type=positive_int, default=2, help="other draws per noise network (default 2)")
     p.add_argument("--resume", action="store_true", help="continue the search in --run")
     add_common(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``nas search``: slim the supernet to the target greedily (or run the optuna study) and print
-    the result; return the exit code."""
+    """Run ``nas search`` and print its result; return the exit code."""
+    from nas.core.errors import NasError
+    from nas.search.finalists import FinalScoring
     from nas.search.objective import Objective
     from nas.search.run import SearchRequest, search
+    from nas.search.strategy import get_strategy, parse_assignments
 
     objective = Objective(args.objective, args.target)
     run_dir = args.run or f"runs/search-{objective.name}-{args.target:g}"
+    options = parse_assignments(args.options)
+    known = {f for f in get_strategy(args.strategy).options.__dataclass_fields__}
+    for flag, key in OPTION_ALIASES.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if key not in known:
+            raise NasError(
+                f"--{flag.replace('_', '-')} is not an option of strategy {args.strategy}; its options: "
+                f"{', '.join(sorted(known))}"
+            )
+        options.setdefault(key, value)
+    final = FinalScoring(
+        finalists=args.finalists,
+        final_draws=args.final_draws,
+        final_calib_batches=args.final_calib_batches,
+        final_images=args.final_images,
+        noise_networks=args.noise_networks,
+        noise_draws=args.noise_draws,
+    )
     result = search(
         SearchRequest(
             supernet=args.supernet,
@@ -105,46 +155,15 @@ def run(args: argparse.Namespace) -> int:
             bn_calib_batches=args.bn_calib_batches,
             search_images=args.search_images,
             strategy=args.strategy,
-            screen=ScreenConfig(keep=args.evaluate_top, explore=args.explore),
-            trials=args.trials,
-            storage=args.storage,
-            study_name=args.study_name,
+            options=options,
+            final=final,
             workers=args.workers,
             ray_address=args.ray_address,
             resume=args.resume,
         )
     )
-    if args.strategy != "greedy":
-        lines = [
-            f"run          {run_dir} ({result['trials']} trials, {result['evaluations']} sub-networks evaluated "
-            "here" + (f"; study in {args.storage or run_dir + '/optuna.db'})" if args.strategy == "optuna" else ")"),
-        ]
-        if "pareto" in result:
-            lines.append(
-                f"pareto       {run_dir}/pareto.yaml ({len(result['pareto'])} sub-networks), {run_dir}/pareto.png"
-            )
-            lines += [
-                f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
-                + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
-                for r in result["pareto"]
-            ]
-        lines.append(
-            f"arch         {run_dir}/arch.yaml  (digest {result['digest']}; the most accurate of "
-            f"{result['within_target']} trials within {args.objective} {args.target:g})"
-        )
-        lines.append(f"top-1        {100 * result['accuracy']:.2f}% on the search split")
-        lines += _cost_lines(result)
-        emit(result, args.json, lines)
-        return 0
-    lines = [
-        f"run          {run_dir} ({result['steps']} steps, {result['evaluations']} sub-networks evaluated; "
-        f"greedy slimming evaluates {result['shrinks_considered']} on this path)",
-        f"arch         {run_dir}/arch.yaml  (digest {result['digest']})",
-        f"top-1        {100 * result['accuracy']:.2f}% on the search split "
-        f"(largest: {100 * result['start_accuracy']:.2f}%)",
-        *_cost_lines(result),
-    ]
-    emit(result, args.json, lines)
+    data = result.to_dict()
+    emit(data, args.json, [*result.summary_lines(), *_cost_lines(data)])
     return 0
 
 

@@ -438,6 +438,96 @@ class SearchSpace:
                 if self.contains(new):
                     yield action, new
 
+    # --- choices: what evolution mutates and crosses, optuna suggests ---------------------------
+
+    def choice_options(self) -> dict[str, tuple]:
+        """Every independent choice of the space and its allowed values, by name: per stage its width,
+        its depth and attention count (EfficientFormer: the block type at every position, ``skip``
+        included) and the expansion ratio of every supernet slot. Names are stable (optuna's
+        parameter names), and every combination is repaired into the space by :meth:`repair`."""
+        options: dict[str, tuple] = {}
+        for s, st in enumerate(self.stages):
+            options[f"s{s}_width"] = tuple(st.widths)
+            if self.rules.block_choice:
+                kinds = ("mb4d", "skip") + (("mb3d",) if st.max_attention > 0 else ())
+                for j in range(st.max_depth):
+                    options[f"s{s}_p{j}"] = kinds
+            else:
+                options[f"s{s}_depth"] = tuple(st.depths)
+                options[f"s{s}_attention"] = tuple(st.attention)
+            for k in range(st.max_depth):
+                options[f"s{s}_slot{k}_ratio"] = st.ratios_at(k)
+        return options
+
+    def choices(self, arch: ArchConfig) -> dict[str, Any]:
+        """``arch`` as one value per choice of :meth:`choice_options` (``repair(choices(a)) == a``). A
+        slot no block of ``arch`` uses gets its smallest ratio."""
+        self.validate(arch)
+        values: dict[str, Any] = {}
+        for s, st in enumerate(self.stages):
+            width = arch.widths[s]
+            values[f"s{s}_width"] = width
+            if self.rules.block_choice:
+                for j, kind in enumerate(arch.block_types[s]):
+                    values[f"s{s}_p{j}"] = kind
+            else:
+                values[f"s{s}_depth"] = arch.depths[s]
+                values[f"s{s}_attention"] = arch.attention[s]
+            used = dict(zip(self.slots(arch, s), arch.hidden_widths[s]))
+            for k in range(st.max_depth):
+                values[f"s{s}_slot{k}_ratio"] = used[k] // width if k in used else min(st.ratios_at(k))
+        return values
+
+    def repair(self, choices: dict[str, Any]) -> ArchConfig:
+        """The sub-network ``choices`` describe (one value per :meth:`choice_options` name), repaired
+        where the values do not fit together: the attention count capped by the depth, and
+        EfficientFormer's kept blocks brought to an allowed depth with the 3D blocks last (§4.1)."""
+        depths, widths, attention, hidden, types = [], [], [], [], []
+        for s, st in enumerate(self.stages):
+            width = choices[f"s{s}_width"]
+            if self.rules.block_choice:
+                chosen = [choices[f"s{s}_p{j}"] for j in range(st.max_depth)]
+                kept = [j for j, kind in enumerate(chosen) if kind != "skip"] or [0]
+                while len(kept) not in st.depths:  # to an allowed depth: drop the last, or keep the first skipped
+                    kept = (
+                        kept[:-1]
+                        if len(kept) > max(st.depths)
+                        else kept + [j for j in range(st.max_depth) if j not in kept][:1]
+                    )
+                kept = sorted(kept)
+                n3d = min(sum(chosen[j] == "mb3d" for j in kept), st.max_attention)
+                n3d = max(a for a in st.attention_choices(len(kept)) if a <= n3d)
+                stage_types = ["skip"] * st.max_depth
+                for i, j in enumerate(kept):
+                    stage_types[j] = "mb3d" if i >= len(kept) - n3d else "mb4d"
+                types.append(tuple(stage_types))
+                depth, att, slots = len(kept), n3d, kept
+            else:
+                depth = choices[f"s{s}_depth"]
+                att = max(a for a in st.attention_choices(depth) if a <= min(choices[f"s{s}_attention"], depth))
+                slots = block_slots(depth, att, st.max_depth)
+            depths.append(depth)
+            widths.append(width)
+            attention.append(att)
+            hidden.append(tuple(choices[f"s{s}_slot{k}_ratio"] * width for k in slots))
+        arch = ArchConfig(self.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden), tuple(types))
+        return self.validate(arch)
+
+    def mutate(self, arch: ArchConfig, rng: random.Random, probability: float) -> ArchConfig:
+        """``arch`` with every choice drawn again, uniformly, with ``probability`` (OFA §3.3's
+        mutation), then repaired. May return ``arch`` itself when nothing was drawn anew."""
+        values = self.choices(arch)
+        for name, allowed in self.choice_options().items():
+            if rng.random() < probability:
+                values[name] = rng.choice(allowed)
+        return self.repair(values)
+
+    def crossover(self, first: ArchConfig, second: ArchConfig, rng: random.Random) -> ArchConfig:
+        """A child taking every choice from ``first`` or ``second`` with even odds (OFA §3.3's
+        crossover), repaired."""
+        a, b = self.choices(first), self.choices(second)
+        return self.repair({name: a[name] if rng.random() < 0.5 else b[name] for name in a})
+
     def _with_stage(
         self, arch: ArchConfig, s: int, depth=None, width=None, attention=None, hidden=None, types=None
     ) -> ArchConfig:

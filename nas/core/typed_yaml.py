@@ -117,6 +117,8 @@ def differences(saved: Any, now: Any, prefix: str = "") -> list[tuple[str, Any, 
         a, b = getattr(saved, f.name), getattr(now, f.name)
         if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
             out += differences(a, b, f"{prefix}{f.name}.")
+        elif isinstance(a, dict) and isinstance(b, dict) and a != b:  # options: name the key that differs
+            out += [(f"{prefix}{f.name}.{k}", a.get(k), b.get(k)) for k in {**a, **b} if a.get(k) != b.get(k)]
         elif a != b:
             out.append((prefix + f.name, a, b))
     return out

@@ -80,12 +80,17 @@ class SearchRunConfig:
     table_digest: str | None = None  # SHA-256 of the latency table the costs come from
     latency_source: str | None = setting(None, free=True)
     strategy: str = "greedy"  # a name of nas.search.strategy's registry (which refuses an unknown one)
-    trials: int | None = None
+    # The strategy's options (its options dataclass as plain data) and how the finalists are scored
+    # (nas.search.finalists.FinalScoring); None in runs of earlier versions, which cannot be resumed.
+    strategy_options: dict[str, Any] | None = None
+    final_scoring: dict[str, Any] | None = None
+    # What earlier versions recorded instead of strategy_options (read, never written now).
+    trials: int | None = setting(None, free=True)
     actions: str | None = setting(None, free=True)
-    storage: str | None = None  # optuna: the study's database (None: optuna.db in the run folder)
-    study_name: str | None = None
-    evaluate_top: int = 0  # greedy: shrinks evaluated per step after the warm-up (0: every one)
-    explore: int = 0  # greedy: further shrinks of the least recently evaluated kinds
+    storage: str | None = setting(None, free=True)
+    study_name: str | None = setting(None, free=True)
+    evaluate_top: int = setting(0, free=True)
+    explore: int = setting(0, free=True)
     search_images: int | None = None  # class-balanced subset of the search split scored (None: all of it)
 
 

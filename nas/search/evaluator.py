@@ -33,6 +33,46 @@ log = logging.getLogger(__name__)
 
 #: What a supernet checkpoint must hold for its sub-networks to be evaluated.
 SUPERNET_KEYS = ("model", "num_classes", "img_size")
+#: Seed offset between draws of calibration and scored images (:attr:`Fidelity.draw`).
+DRAW_STRIDE = 1_000_003
+#: Seed offset of the scored subset of a split from the split's seed (what searches have always used).
+SCORED_SEED = 104_729
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How a sub-network is scored: BatchNorm recalibrated on ``calib_batches`` batches of training
+    images, then top-1 on ``images`` images of ``split`` (a class-balanced subset; None: all of it).
+
+    ``draw`` picks which seeded images: 0 is the search's own; another draw takes other calibration
+    images and another subset, so scoring a network at two draws measures the score's noise. ``split``
+    is ``search`` (the held-out part of the training images that searches choose on) or ``val``
+    (images no search chooses on, for judging searches)."""
+
+    calib_batches: int
+    images: int | None = None
+    draw: int = 0
+    split: str = "search"
+
+    def __post_init__(self) -> None:
+        if self.calib_batches < 1 or (self.images is not None and self.images < 1) or self.draw < 0:
+            raise NasError(f"a fidelity needs 1 or more calibration batches and images, got {self}")
+        if self.split not in ("search", "val"):
+            raise NasError(f"a fidelity scores the search or val split, not {self.split!r}")
+
+    @property
+    def key(self) -> str:
+        """A short name, unique per fidelity (the cache keys scores by it)."""
+        return f"{self.split}:{self.calib_batches}x{self.images or 'all'}#{self.draw}"
+
+    def describe(self) -> str:
+        images = f"{self.images} images" if self.images else "every image"
+        draw = f", draw {self.draw}" if self.draw else ""
+        return f"{images} of the {self.split} split, BatchNorm recalibrated on {self.calib_batches} batches{draw}"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Fidelity:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -51,6 +91,11 @@ class EvalSpec:
     def calib_batches(self) -> int:
         """The BatchNorm calibration batches used: the override, or the supernet recipe's."""
         return self.bn_calib_batches or recipe_from_saved(self.recipe).bn_calib_batches
+
+    @property
+    def fidelity(self) -> Fidelity:
+        """The fidelity a search scores at: its calibration batches and scored images, draw 0."""
+        return Fidelity(self.calib_batches, self.search_images)
 
     def context(self) -> dict:
         """Everything besides the architecture that an accuracy depends on: the supernet weights (by
@@ -111,24 +156,59 @@ class SubnetEvaluator:
         self.net = build_supernet(self.space, img_size=state["img_size"], num_classes=state["num_classes"])
         self.net.load_state_dict(state["model"])
         self.net.to(device).eval()
-        self.device = device
-        # Transformed once (when they fit in the recipe's image cache budget): every evaluation uses
-        # the same calibration and search images.
-        device_type = torch.device(device).type  # pinned batches for a CUDA device
-        calib = eval_loader(splits.train, recipe, calibration_indices(splits.train, recipe, spec.seed), device_type)
-        self.calib = preload(calib, recipe.cache_max_mb)
-        scored = (
-            balanced_indices(splits.search, spec.search_images, spec.seed + 104_729) if spec.search_images else None
-        )
-        self.search = preload(eval_loader(splits.search, recipe, scored, device_type), recipe.cache_max_mb)
-        self.scored_images = len(scored) if scored is not None else len(splits.search)
+        self.device, self.splits, self.recipe = device, splits, recipe
+        self.default = spec.fidelity
+        # Transformed once (when they fit in the recipe's image cache budget): every evaluation at a
+        # fidelity uses the same calibration and scored images. The search's own are kept; of the
+        # others (finalists, noise draws) the two used last.
+        self._images: dict[Fidelity, tuple] = {}
+        self.calib, self.search = self._loaders(self.default)
+        self.scored_images = self.images(self.default)
         self.cache: dict[str, float] = {}
 
-    def accuracy(self, arch: ArchConfig) -> float:
-        if arch.digest not in self.cache:
+    def _loaders(self, fidelity: Fidelity) -> tuple:
+        """The (calibration, scored) batches of ``fidelity``, built on first use."""
+        if fidelity in self._images:
+            self._images[fidelity] = self._images.pop(fidelity)  # most recently used last
+            return self._images[fidelity][:2]
+        spec, recipe = self.spec, dataclasses.replace(self.recipe, bn_calib_batches=fidelity.calib_batches)
+        device_type = torch.device(self.device).type  # pinned batches for a CUDA device
+        offset = DRAW_STRIDE * fidelity.draw
+        train, split = self.splits.train, getattr(self.splits, fidelity.split)
+        calib = eval_loader(train, recipe, calibration_indices(train, recipe, spec.seed + offset), device_type)
+        scored = balanced_indices(split, fidelity.images, spec.seed + SCORED_SEED + offset) if fidelity.images else None
+        loaders = (
+            preload(calib, recipe.cache_max_mb),
+            preload(eval_loader(split, recipe, scored, device_type), recipe.cache_max_mb),
+            len(scored) if scored is not None else len(split),
+        )
+        others = [f for f in self._images if f != self.default]
+        if len(others) >= 2:
+            del self._images[others[0]]
+        self._images[fidelity] = loaders
+        return loaders[:2]
+
+    def images(self, fidelity: Fidelity | None = None) -> int:
+        """How many images a score at ``fidelity`` (default: the search's) counts."""
+        fidelity = fidelity or self.default
+        self._loaders(fidelity)
+        return self._images[fidelity][2]
+
+    def accuracy(self, arch: ArchConfig, fidelity: Fidelity | None = None) -> float:
+        """Top-1 of ``arch`` at ``fidelity`` (default: the search's), cached in memory."""
+        fidelity = fidelity or self.default
+        key = cache_key(arch, fidelity, self.default)
+        if key not in self.cache:
+            calib, scored = self._loaders(fidelity)
             with torch.no_grad():
-                self.cache[arch.digest] = subnet_accuracy(self.net, arch, self.calib, self.search, self.device)
-        return self.cache[arch.digest]
+                self.cache[key] = subnet_accuracy(self.net, arch, calib, scored, self.device)
+        return self.cache[key]
+
+
+def cache_key(arch: ArchConfig, fidelity: Fidelity, default: Fidelity) -> str:
+    """Where a score is cached: the digest at the search's own fidelity (as caches have always been
+    keyed), ``digest@fidelity`` at any other."""
+    return arch.digest if fidelity == default else f"{arch.digest}@{fidelity.key}"
 
 
 class DiskCache:
@@ -141,6 +221,7 @@ class DiskCache:
     def __init__(self, path: Path, context: dict | None = None):
         self.path, self.context = Path(path), context or {}
         self.values: dict[str, float] = {}
+        self.archs: dict[str, dict] = {}  # digest -> the architecture (as a dict) of every score's network
         if not self.path.exists():
             return
         text = self.path.read_text(encoding="utf-8")
@@ -155,21 +236,28 @@ class DiskCache:
                 continue
             try:
                 record = json.loads(line)
-                digest, accuracy = record["digest"], float(record["accuracy"])
+                digest, accuracy = record.get("key", record["digest"]), float(record["accuracy"])
             except (ValueError, KeyError, TypeError):
                 raise NasError(
                     f"{self.path}, line {number}: not an evaluation record; delete the file to evaluate again"
                 ) from None
             if record.get("context", {}) == self.context:
                 self.values[digest] = accuracy
+                if "arch" in record:
+                    self.archs[record["digest"]] = record["arch"]
             else:
                 ignored += 1
         if ignored:
             log.info("%s: %d cached accuracies of other settings ignored", self.path, ignored)
 
-    def add(self, arch: ArchConfig, accuracy: float) -> None:
-        self.values[arch.digest] = accuracy
+    def add(self, arch: ArchConfig, accuracy: float, key: str | None = None, fidelity: Fidelity | None = None) -> None:
+        """Record ``arch``'s ``accuracy`` under ``key`` (default: its digest, the search's fidelity)."""
+        key = key or arch.digest
+        self.values[key] = accuracy
+        self.archs[arch.digest] = arch.to_dict()
         record = {"digest": arch.digest, "accuracy": accuracy, "context": self.context, "arch": arch.to_dict()}
+        if key != arch.digest:
+            record.update(key=key, fidelity=dataclasses.asdict(fidelity) if fidelity else None)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 

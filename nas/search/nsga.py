@@ -14,58 +14,27 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
-from nas.core.space import SearchSpace, block_slots
-from nas.core.typed_yaml import dump_yaml, write_text_atomic
+from nas.core.space import SearchSpace
+from nas.core.typed_yaml import dump_yaml, setting, write_text_atomic
 from nas.runs.writers import pyplot, save_figure
 from nas.search.greedy import AccuracyFn, CostFn
 from nas.search.objective import Objective
-from nas.search.strategy import SearchContext, register_strategy
-from nas.search.trials import choose, write_trials
+from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
+from nas.search.trials import trials_outcome, write_trials
 
 log = logging.getLogger(__name__)
 
 
 def arch_from_trial(space: SearchSpace, trial) -> ArchConfig:
-    """The sub-network an optuna ``trial`` suggests (per stage: width, depth and attention or block
-    choice, a ratio per slot), repaired to a valid arch of ``space``."""
-    depths, widths, attention, hidden, types = [], [], [], [], []
-    block_choice = space.rules.block_choice
-    for s, st in enumerate(space.stages):
-        width = trial.suggest_categorical(f"s{s}_width", list(st.widths))
-        if block_choice:
-            allowed = ["mb4d", "skip"] + (["mb3d"] if st.max_attention > 0 else [])
-            chosen = [trial.suggest_categorical(f"s{s}_p{j}", allowed) for j in range(st.max_depth)]
-            kept = [j for j, t in enumerate(chosen) if t != "skip"] or [0]
-            kept = kept[: st.max_depth]
-            while len(kept) not in st.depths:  # repair to an allowed depth
-                kept = (
-                    kept[:-1]
-                    if len(kept) > max(st.depths)
-                    else kept + [j for j in range(st.max_depth) if j not in kept][:1]
-                )
-            n3d = min(sum(chosen[j] == "mb3d" for j in kept), st.max_attention)
-            n3d = max(a for a in st.attention_choices(len(kept)) if a <= n3d)
-            stage_types = ["skip"] * st.max_depth
-            for i, j in enumerate(sorted(kept)):
-                stage_types[j] = "mb3d" if i >= len(kept) - n3d else "mb4d"
-            types.append(tuple(stage_types))
-            depth, att, slots = len(kept), n3d, sorted(kept)
-        else:
-            depth = trial.suggest_categorical(f"s{s}_depth", list(st.depths))
-            att = trial.suggest_categorical(f"s{s}_attention", list(st.attention))
-            att = max(a for a in st.attention_choices(depth) if a <= min(att, depth))
-            slots = block_slots(depth, att, st.max_depth)
-        ratios = [trial.suggest_categorical(f"s{s}_slot{k}_ratio", list(st.ratios_at(k))) for k in range(st.max_depth)]
-        depths.append(depth)
-        widths.append(width)
-        attention.append(att)
-        hidden.append(tuple(ratios[k] * width for k in slots))
-    arch = ArchConfig(space.family, tuple(depths), tuple(widths), tuple(attention), tuple(hidden), tuple(types))
-    return space.validate(arch)
+    """The sub-network an optuna ``trial`` suggests: one value per choice of the space
+    (:meth:`SearchSpace.choice_options`, whose names are the trial's parameters), repaired into it."""
+    options = space.choice_options()
+    return space.repair({name: trial.suggest_categorical(name, list(allowed)) for name, allowed in options.items()})
 
 
 def default_storage(run: Path) -> str:
@@ -197,27 +166,49 @@ def nsga_search(
     return records, front
 
 
+@dataclass(frozen=True)
+class NsgaOptions:
+    """``--strategy optuna``'s options (``--set key=value``)."""
+
+    evaluations: int = setting(64, low=1, help="finished trials the study should hold (sub-networks evaluated)")
+    population: int = setting(16, low=2, help="NSGA-II's population per generation")
+    storage: str | None = setting(
+        None,
+        help="database URL of the study, shared by processes that add trials to it (default: sqlite:///RUN/optuna.db)",
+    )
+    study_name: str = setting("nas-search", help="the study's name in storage")
+
+
 class NsgaStrategy:
     """``optuna``: NSGA-II over accuracy and the objective, within the target (:func:`nsga_search`)."""
 
     name = "optuna"
+    options = NsgaOptions
 
-    def run(self, context: SearchContext) -> dict:
+    def run(self, context: SearchContext, options: NsgaOptions) -> StrategyOutcome:
         """Run (or continue) the study; choose its most accurate trial within the target."""
         records, front = nsga_search(
             context.space,
             context.pool,
             context.cost,
             context.objective,
-            context.trials,
+            options.evaluations,
             context.seed,
             context.run,
-            context.storage,
-            context.study_name,
+            options.storage,
+            options.study_name,
+            options.population,
         )
-        storage = context.storage or default_storage(context.run)
-        retry = f"add trials to the study from a new --run with --storage {storage} and more --trials"
-        return choose(context, records, self.name, retry, pareto=front)
+        storage = options.storage or default_storage(context.run)
+        retry = f"add trials to the study from a new --run with --set storage={storage} and more evaluations"
+        lines = [f"study        {storage} ({options.study_name}: {len(records)} trials)"]
+        lines.append(f"pareto       {context.run}/pareto.yaml ({len(front)} sub-networks), {context.run}/pareto.png")
+        lines += [
+            f"  top-1 {100 * r['accuracy']:.2f}%  params {r['params'] / 1e6:.3f} M"
+            + (f"  latency {r['latency_ms']:.3f} ms  MES {r['mes']:.1f}" if r["latency_ms"] is not None else "")
+            for r in front
+        ]
+        return trials_outcome(context, records, retry, tuple(lines), pareto=front)
 
 
 _AXIS = {"params": ("params", "parameters"), "latency": ("latency_ms", "latency (ms)"), "mes": ("mes", "MES")}

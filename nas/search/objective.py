@@ -55,6 +55,21 @@ class Objective:
         v = self.value(cost)
         return v >= self.target if self.higher_is_better else v <= self.target
 
+    def band(self, tolerance: float) -> tuple[float, float]:
+        """The objective's values of equal cost: MES in [target, target * (1 + tolerance)]; latency or
+        parameters in [target * (1 - tolerance), target]. Networks far cheaper than the target meet
+        it too, but are no fair rival of one at the target."""
+        if self.higher_is_better:
+            return self.target, self.target * (1 + tolerance)
+        return self.target * (1 - tolerance), self.target
+
+    def in_band(self, cost: Cost, tolerance: float | None) -> bool:
+        """Whether ``cost`` lies in :meth:`band` (``tolerance`` None: whether it meets the target)."""
+        if tolerance is None:
+            return self.met(cost)
+        low, high = self.band(tolerance)
+        return low <= self.value(cost) <= high
+
     def gain(self, before: Cost, after: Cost) -> float:
         """Progress towards the target (positive: MES gained, ms or parameters saved)."""
         d = self.value(after) - self.value(before)
@@ -72,11 +87,15 @@ def require_table(objective: str, device: str | None) -> None:
 
 
 def cost_function(table=None, img_size: int = 224, num_classes: int = 1000) -> Callable[[ArchConfig], Cost]:
-    """Exact parameters and (with a latency table) latency of an architecture."""
+    """Exact parameters and (with a latency table) latency of an architecture, computed once per
+    architecture (a search prices thousands of candidates it never evaluates)."""
+    known: dict[str, Cost] = {}
 
     def cost(arch: ArchConfig) -> Cost:
-        latency = table.latency(arch) if table is not None else None
-        return Cost(count_params(arch, img_size, num_classes), latency)
+        if arch.digest not in known:
+            latency = table.latency(arch) if table is not None else None
+            known[arch.digest] = Cost(count_params(arch, img_size, num_classes), latency)
+        return known[arch.digest]
 
     return cost
 

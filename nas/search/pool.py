@@ -9,6 +9,7 @@ search's result does not depend on failures.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
-from nas.search.evaluator import DiskCache, EvalSpec, SubnetEvaluator
+from nas.search.evaluator import DiskCache, EvalSpec, Fidelity, SubnetEvaluator, cache_key
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +36,13 @@ def _actor_class():
         def pid(self) -> int:
             return os.getpid()
 
-        def scored_images(self) -> int:
-            return self.evaluator.scored_images
+        def scored_images(self, fidelity: dict | None = None) -> int:
+            return self.evaluator.images(Fidelity.from_dict(fidelity) if fidelity else None)
 
-        def evaluate(self, arch: dict) -> float:
-            return self.evaluator.accuracy(ArchConfig.from_dict(arch))
+        def evaluate(self, arch: dict, fidelity: dict | None = None) -> float:
+            return self.evaluator.accuracy(
+                ArchConfig.from_dict(arch), Fidelity.from_dict(fidelity) if fidelity else None
+            )
 
     return EvalActor
 
@@ -67,9 +70,11 @@ class EvaluatorPool:
         threads_per_worker: int = 1,
     ):
         self.spec, self.cache, self.actors, self._started_ray = spec, cache, [], False
+        self.fidelity = spec.fidelity  # what a search scores at; score() takes others
         self.local = None
         self.evaluations = 0
         self._memory: dict[str, float] = {}
+        self._memory_archs: dict[str, dict] = {}
         if workers == 0 and address is None:
             self.local = SubnetEvaluator(spec)
             self.scored_images = self.local.scored_images
@@ -103,24 +108,59 @@ class EvaluatorPool:
             raise NasError(actor_error(exc)) from None
 
     def __call__(self, archs: Sequence[ArchConfig]) -> list[float]:
+        """Accuracies of ``archs`` at the search's fidelity (what every strategy chooses on)."""
+        return self.score(archs)
+
+    def score(self, archs: Sequence[ArchConfig], fidelity: Fidelity | None = None) -> list[float]:
+        """Accuracies of ``archs`` at ``fidelity`` (default: the search's), each evaluated once: cached
+        by digest and fidelity, spread over the workers."""
+        fidelity = fidelity or self.fidelity
         known = self.cache.values if self.cache is not None else self._memory
-        todo = [a for a in dict.fromkeys(archs) if a.digest not in known]
+        keys = {a.digest: cache_key(a, fidelity, self.fidelity) for a in archs}
+        todo = [a for a in dict.fromkeys(archs) if keys[a.digest] not in known]
         if todo:
+            wire = None if fidelity == self.fidelity else dataclasses.asdict(fidelity)
             if self.local is not None:
-                results = [self.local.accuracy(a) for a in todo]
+                results = [self.local.accuracy(a, fidelity) for a in todo]
             else:
                 from ray.util import ActorPool
 
                 results = list(
-                    ActorPool(self.actors).map(lambda actor, arch: actor.evaluate.remote(arch.to_dict()), todo)
+                    ActorPool(self.actors).map(lambda actor, arch: actor.evaluate.remote(arch.to_dict(), wire), todo)
                 )
-            self.evaluations += len(todo)
+            if fidelity == self.fidelity:
+                self.evaluations += len(todo)
             for arch, acc in zip(todo, results):
                 if self.cache is not None:
-                    self.cache.add(arch, acc)
+                    self.cache.add(arch, acc, keys[arch.digest], fidelity)
                 else:
-                    known[arch.digest] = acc
-        return [known[a.digest] for a in archs]
+                    known[keys[arch.digest]] = acc
+                    self._memory_archs[arch.digest] = arch.to_dict()
+        return [known[keys[a.digest]] for a in archs]
+
+    def images(self, fidelity: Fidelity | None = None) -> int:
+        """How many images a score at ``fidelity`` counts (default: the search's)."""
+        if fidelity is None or fidelity == self.fidelity:
+            return self.scored_images
+        if self.local is not None:
+            return self.local.images(fidelity)
+        import ray
+
+        return ray.get(self.actors[0].scored_images.remote(dataclasses.asdict(fidelity)))
+
+    def evaluated(self) -> list[tuple[ArchConfig, float]]:
+        """Every sub-network scored at the search's fidelity in this run, with its accuracy, in the order scored."""
+        known = self.cache.values if self.cache is not None else self._memory
+        archs = self.cache.archs if self.cache is not None else self._memory_archs
+        return [
+            (ArchConfig.from_dict(archs[key]), acc) for key, acc in known.items() if "@" not in key and key in archs
+        ]
+
+    @property
+    def searched(self) -> int:
+        """Distinct sub-networks scored at the search's fidelity in this run (resumed runs included)."""
+        known = self.cache.values if self.cache is not None else self._memory
+        return sum("@" not in key for key in known)
 
     def close(self) -> None:
         if self._started_ray:

@@ -1,12 +1,14 @@
-"""Random search (``--strategy random``): the most accurate of sub-networks drawn uniformly within the target.
+"""Random search (``--strategy random``): the most accurate of sub-networks drawn uniformly in the budget band.
 
 Sub-networks are drawn uniformly from the space (:meth:`SearchSpace.sample`, seeded by ``--seed``);
-those whose cost side meets the objective's target (known without evaluating them) are kept,
-distinct, until there are ``--trials`` of them, and evaluated in batches through the search's
-evaluator pool (Ray workers share a batch; every accuracy lands in the run's cache). After every
-batch the trials so far are written (``trials.jsonl``); a resumed search draws the same sub-networks
-again and finds the accuracies of those evaluated before in the cache. The most accurate trial is
-``arch.yaml`` (:mod:`nas.search.trials`).
+those whose objective lies in the band of equal cost (:meth:`Objective.band`: within ``tolerance``
+of the target, on the side that meets it; known without evaluating them) are kept, distinct, until
+there are ``evaluations`` of them, and evaluated in batches through the search's evaluator pool (Ray
+workers share a batch; every accuracy lands in the run's cache). Drawn in the band, not merely
+under the target, so that networks far cheaper than the target do not use up the evaluations: at
+equal evaluations it is the baseline every other strategy must beat. After every batch the trials
+so far are written (``trials.jsonl``); a resumed search draws the same sub-networks again and finds
+the accuracies of those evaluated before in the cache.
 """
 
 from __future__ import annotations
@@ -14,17 +16,34 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
+from nas.core.typed_yaml import setting
 from nas.search.greedy import AccuracyFn, CostFn
 from nas.search.objective import Objective
-from nas.search.sample import sample_distinct
-from nas.search.strategy import SearchContext, register_strategy
-from nas.search.trials import choose, trial_record, write_trials
+from nas.search.sample import require_band, sample_distinct
+from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
+from nas.search.trials import trial_record, trials_outcome, write_trials
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RandomOptions:
+    """``--strategy random``'s options (``--set key=value``)."""
+
+    evaluations: int = setting(64, low=1, help="sub-networks drawn in the band and evaluated")
+    tolerance: float | None = setting(
+        0.05,
+        low=0,
+        high=1,
+        low_open=True,
+        help="the band: the objective within this fraction of the target, on the side that meets it "
+        "(null: anything that meets the target)",
+    )
 
 
 def random_search(
@@ -37,23 +56,22 @@ def random_search(
     batch: int = 8,
     on_batch: Callable[[list[dict[str, Any]]], None] | None = None,
     max_draws: int = 20_000,
+    tolerance: float | None = None,
 ) -> list[dict[str, Any]]:
     """The trial records (:func:`nas.search.trials.trial_record`) of ``trials`` distinct sub-networks
-    drawn with ``rng`` that meet ``objective``, evaluated ``batch`` at a time (``on_batch`` gets the
-    records so far after each). Fewer if ``max_draws`` draws find fewer; a :class:`NasError` if none."""
-    archs = sample_distinct(space, trials, lambda arch: objective.met(cost(arch)), rng, max_draws)
+    drawn with ``rng`` in ``objective``'s band of ``tolerance`` (None: that meet it), evaluated
+    ``batch`` at a time (``on_batch`` gets the records so far after each). Fewer if ``max_draws``
+    draws find fewer; a :class:`NasError` if none."""
+    archs = sample_distinct(space, trials, lambda arch: objective.in_band(cost(arch), tolerance), rng, max_draws)
+    where = f"{objective.name} {objective.target:g}" + (f" within {100 * tolerance:g}%" if tolerance else "")
     if not archs:
         raise NasError(
-            f"none of {max_draws} random sub-networks of {space.name} meets {objective.name} "
-            f"{objective.target:g} ({objective.unit}); choose an easier --target"
+            f"none of {max_draws} random sub-networks of {space.name} meets {where} ({objective.unit}); "
+            "choose an easier --target" + (" or widen the band (--set tolerance=...)" if tolerance else "")
         )
     if len(archs) < trials:
         log.warning(
-            "only %d distinct sub-networks of %d random draws meet %s %g; evaluating those",
-            len(archs),
-            max_draws,
-            objective.name,
-            objective.target,
+            "only %d distinct sub-networks of %d random draws meet %s; evaluating those", len(archs), max_draws, where
         )
     records: list[dict[str, Any]] = []
     for first in range(0, len(archs), batch):
@@ -66,11 +84,18 @@ def random_search(
 
 
 class RandomStrategy:
-    """``random``: the most accurate of ``--trials`` uniform samples within the target (:func:`random_search`)."""
+    """``random``: the most accurate of ``evaluations`` uniform samples in the band (:func:`random_search`)."""
 
     name = "random"
+    options = RandomOptions
 
-    def run(self, context: SearchContext) -> dict[str, Any]:
+    def check(
+        self, space: SearchSpace, objective: Objective, cost: CostFn, options: RandomOptions, checkpoint: str
+    ) -> None:
+        """Refuse a band no random sub-network lies in, before the run folder exists."""
+        require_band(space, objective, cost, options.tolerance)
+
+    def run(self, context: SearchContext, options: RandomOptions) -> StrategyOutcome:
         """Draw, evaluate (a batch per round of the pool's workers) and choose; resumable from the cache."""
 
         def save(records: list[dict[str, Any]]) -> None:
@@ -82,12 +107,21 @@ class RandomStrategy:
             context.pool,
             context.cost,
             context.objective,
-            context.trials,
+            options.evaluations,
             random.Random(context.seed),
             batch=max(8, len(getattr(context.pool, "actors", ()))),
             on_batch=save,
+            tolerance=options.tolerance,
         )
-        return choose(context, records, self.name)
+        band = context.objective.band(options.tolerance) if options.tolerance else None
+        lines = (f"random       {len(records)} sub-networks drawn uniformly {_band_words(context.objective, band)}",)
+        return trials_outcome(context, records, lines=lines, band=list(band) if band else None)
+
+
+def _band_words(objective: Objective, band: tuple[float, float] | None) -> str:
+    if band is None:
+        return f"among those that meet {objective.name} {objective.target:g}"
+    return f"in the band {band[0]:.4g} to {band[1]:.4g} ({objective.unit})"
 
 
 register_strategy(RandomStrategy())

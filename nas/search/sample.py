@@ -33,10 +33,10 @@ def supernet_pricing(run: str) -> SupernetPricing:
 
 
 def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
-    """MES in [target, target * (1 + tolerance)]; latency or params in [target * (1 - tolerance), target]."""
-    if objective.higher_is_better:
-        return objective.target <= value <= objective.target * (1 + tolerance)
-    return objective.target * (1 - tolerance) <= value <= objective.target
+    """MES in [target, target * (1 + tolerance)]; latency or params in [target * (1 - tolerance), target]
+    (:meth:`Objective.band`)."""
+    low, high = objective.band(tolerance)
+    return low <= value <= high
 
 
 def sample_distinct(
@@ -58,6 +58,24 @@ def sample_distinct(
             if len(found) == n:
                 break
     return list(found.values())
+
+
+def require_band(
+    space: SearchSpace, objective: Objective, cost: CostFn, tolerance: float | None, max_draws: int = 20_000
+) -> None:
+    """A one-line :class:`NasError` if no sub-network of ``max_draws`` random draws lies in ``objective``'s
+    band of ``tolerance`` (None: meets the target): before a search that draws there starts."""
+    require_reachable(space, cost, objective)
+    if sample_distinct(space, 1, lambda arch: objective.in_band(cost(arch), tolerance), random.Random(0), max_draws):
+        return
+    where = f"{objective.name} {objective.target:g}"
+    if tolerance is not None:
+        low, high = objective.band(tolerance)
+        where = f"the band {low:.4g} to {high:.4g} ({objective.unit}) of {where}"
+    raise NasError(
+        f"none of {max_draws} random sub-networks of {space.name} lies in {where}; widen the band "
+        "(--set tolerance=...) or choose another --target"
+    )
 
 
 def sample_within_budget(

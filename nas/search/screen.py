@@ -4,7 +4,7 @@ evaluations the search has already made.
 Greedy slimming (EfficientFormerV2 §4.2.3, alg. 1) evaluates every one-step shrink at every step:
 about 45 on the main EfficientFormerV2 space, over 25 steps or more. Most of them are nowhere near
 the best. OFA (§3.3) fits an accuracy predictor on architecture encodings to avoid evaluating; here
-a ridge regression on a fixed encoding of the architecture is refitted at every step on this
+a predictor (:mod:`nas.search.predictor`, ridge regression by default) is refitted at every step on this
 search's own evaluations (recent ones weigh more: the search moves, and what a shrink costs
 changes with the network it shrinks). It ranks the step's shrinks by predicted accuracy drop per
 unit gained, the greedy rule itself, and only the best ``keep`` of them, plus ``explore`` shrinks of
@@ -23,40 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from nas.core.arch import ArchConfig
 from nas.core.space import Action, SearchSpace
 from nas.search.objective import greedy_key
+from nas.search.predictor import AccuracyPredictor, RidgePredictor
 from nas.search.settings import ScreenConfig
-
-
-def encode(space: SearchSpace, arch: ArchConfig) -> np.ndarray:
-    """A fixed-length description of ``arch`` in ``space``, every entry in [0, 1].
-
-    Per stage: depth, width and attention blocks (each over the space's largest), and per supernet
-    slot the FFN hidden width over the slot's largest (0 for an absent block); for families with
-    per-position block choice, whether the slot is an attention block and whether it is skipped.
-    """
-    features: list[float] = []
-    for s, stage in enumerate(space.stages):
-        features += [
-            arch.depths[s] / stage.max_depth,
-            arch.widths[s] / stage.max_width,
-            arch.attention[s] / max(1, stage.max_attention) if arch.attention else 0.0,
-        ]
-        hidden = arch.hidden_widths[s] if arch.hidden_widths else ()
-        top = [stage.max_width * stage.slot_max_ratio(slot) for slot in range(stage.max_depth)]
-        if arch.block_types:
-            types = arch.block_types[s]
-            kept = [slot for slot, kind in enumerate(types) if kind != "skip"]
-            per_slot = dict(zip(kept, hidden))
-            for slot in range(stage.max_depth):
-                kind = types[slot] if slot < len(types) else "skip"
-                features += [per_slot.get(slot, 0) / top[slot], float(kind == "mb3d"), float(kind == "skip")]
-        else:
-            features += [(hidden[slot] / top[slot]) if slot < len(hidden) else 0.0 for slot in range(stage.max_depth)]
-    return np.asarray(features, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -66,31 +37,6 @@ class Observation:
     arch: ArchConfig
     accuracy: float
     step: int
-
-
-class RidgePredictor:
-    """Accuracy from :func:`encode`: weighted ridge regression on standardised features."""
-
-    def __init__(self, space: SearchSpace, observations: Sequence[Observation], now: int, config: ScreenConfig):
-        x = np.stack([encode(space, o.arch) for o in observations])
-        y = np.asarray([o.accuracy for o in observations])
-        weights = np.asarray([0.5 ** ((now - o.step) / config.halflife) for o in observations])
-        weights = weights / weights.sum()
-        self.space = space
-        self.mean = weights @ x
-        spread = np.sqrt(weights @ (x - self.mean) ** 2)
-        self.scale = np.where(spread > 1e-9, spread, 1.0)
-        z = (x - self.mean) / self.scale
-        self.offset = float(weights @ y)
-        zw = z * weights[:, None]
-        # Normal equations of min sum w (y - z b)^2 + ridge |b|^2 / n (the penalty scaled to the
-        # weights, which sum to one).
-        gram = z.T @ zw + (config.ridge / len(y)) * np.eye(z.shape[1])
-        self.coef = np.linalg.solve(gram, zw.T @ (y - self.offset))
-
-    def predict(self, archs: Sequence[ArchConfig]) -> np.ndarray:
-        z = (np.stack([encode(self.space, a) for a in archs]) - self.mean) / self.scale
-        return self.offset + z @ self.coef
 
 
 @dataclass(frozen=True)
@@ -110,12 +56,14 @@ def screen_step(
     candidates: Sequence[tuple[Action, ArchConfig, float]],
     step: int,
     resolution: float = 0.0,
+    predictor: AccuracyPredictor | None = None,
 ) -> Screened:
     """The candidates of greedy step ``step`` (1-based) to evaluate, ranked by the greedy rule
     (:func:`nas.search.objective.greedy_key` with ``resolution``) on predicted accuracies.
 
     ``candidates`` are (action, architecture, gain); ``recent`` maps (action kind, stage) to the last
-    step that evaluated one such shrink; ``observations`` are every evaluation so far.
+    step that evaluated one such shrink; ``observations`` are every evaluation so far; ``predictor``
+    is refitted on them (default: :class:`nas.search.predictor.RidgePredictor`).
     """
     n = len(candidates)
     if not config.enabled or n <= config.keep + config.explore:
@@ -127,7 +75,11 @@ def screen_step(
             if kind not in largest or gain > candidates[largest[kind]][2]:
                 largest[kind] = i
         return Screened(tuple(sorted(largest.values())), (None,) * n)
-    predictor = RidgePredictor(space, observations, step, config)
+    # Recent evaluations weigh more: the search moves, and what a shrink costs changes with the network.
+    weights = [0.5 ** ((step - o.step) / config.halflife) for o in observations]
+    predictor = (predictor or RidgePredictor(space, config.ridge)).fit(
+        [o.arch for o in observations], [o.accuracy for o in observations], weights
+    )
     predicted = predictor.predict([current] + [arch for _, arch, _ in candidates])
     here, accuracies = predicted[0], predicted[1:]
     # The greedy rule on predicted accuracies: the drop is taken between two predictions, so the

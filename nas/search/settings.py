@@ -11,6 +11,8 @@ from nas.core.errors import NasError
 
 #: What a search can optimise: MES (higher is better), latency or parameters (lower is better).
 OBJECTIVES = ("mes", "latency", "params")
+#: The strategy ``nas search`` uses without ``--strategy`` (benchmarks/search_strategies.py chose it).
+DEFAULT_STRATEGY = "greedy"
 
 
 @dataclass(frozen=True)

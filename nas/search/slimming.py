@@ -1,4 +1,4 @@
-"""Greedy slimming as a search strategy (``--strategy greedy``, the default): its run-folder outputs.
+"""Greedy slimming as a search strategy (``--strategy greedy``): its options and run-folder outputs.
 
 The run folder gets one JSON line per step (``search.jsonl``), the state after every step
 (``state.json``, for ``--resume``), the chosen ``arch.yaml``, ``result.json``, a Markdown summary, a
@@ -9,18 +9,41 @@ itself is :func:`nas.search.greedy.greedy_slim`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from nas.core.typed_yaml import write_text_atomic
+from nas.core.errors import NasError
+from nas.core.typed_yaml import setting, write_text_atomic
+from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import SearchRunConfig
-from nas.runs.folder import RunFolder
 from nas.runs.tboard import Curves
 from nas.runs.writers import markdown_table, pyplot, save_figure
+from nas.search.evaluator import SUPERNET_KEYS
 from nas.search.greedy import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
 from nas.search.resolution import resolution_words
-from nas.search.strategy import SearchContext, register_strategy
+from nas.search.settings import ScreenConfig
+from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
+from supernets import get_family
+
+
+@dataclass(frozen=True)
+class GreedyOptions:
+    """``--strategy greedy``'s options (``--set key=value``)."""
+
+    evaluate_top: int = setting(
+        ScreenConfig.keep,
+        low=0,
+        help="after the first step, evaluate only the K shrinks an accuracy predictor fitted on the search's own "
+        "evaluations ranks best; 0 evaluates every shrink (EfficientFormerV2 alg. 1 as written)",
+    )
+    explore: int = setting(
+        ScreenConfig.explore, low=0, help="also evaluate this many shrinks of the kinds evaluated least recently"
+    )
+
+    @property
+    def screen(self) -> ScreenConfig:
+        return ScreenConfig(keep=self.evaluate_top, explore=self.explore)
 
 
 class GreedyStrategy:
@@ -28,11 +51,19 @@ class GreedyStrategy:
     (EfficientFormerV2 alg. 1; EfficientFormer's importance-driven moves where the family has them)."""
 
     name = "greedy"
+    options = GreedyOptions
 
-    def run(self, context: SearchContext) -> dict[str, Any]:
-        """Slim to the target (continuing ``context.state``), saving the state after every step."""
-        run, state, cost, config, clock = context.run, context.state, context.cost, context.config, context.clock
-        pool = context.pool
+    def check(self, space, objective: Objective, cost, options: GreedyOptions, checkpoint: str) -> None:
+        """Refuse a checkpoint whose family moves cannot be read, before the run folder exists."""
+        family_actions(space, objective, checkpoint)
+
+    def run(self, context: SearchContext, options: GreedyOptions) -> StrategyOutcome:
+        """Slim to the target (continuing the saved state on resume), saving the state after every step."""
+        run, cost, config, clock = context.run, context.cost, context.config, context.clock
+        pool, objective = context.pool, context.objective
+        state_path = run / "state.json"
+        state = SearchState.read(state_path) if context.resume and state_path.exists() else None
+        actions, actions_note = family_actions(context.space, objective, context.pool.spec.checkpoint)
         # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
         # logs its last saved point again and hides what the interrupted process logged from there on.
         resumed = any(run.glob("events.out.tfevents.*"))
@@ -50,7 +81,7 @@ class GreedyStrategy:
             log_point(state)
 
         def save(current: SearchState) -> None:
-            write_text_atomic(run / "state.json", current.to_json())
+            write_text_atomic(state_path, current.to_json())
             clock.tick()
             write_text_atomic(
                 run / "search.jsonl",
@@ -66,39 +97,48 @@ class GreedyStrategy:
                 context.space,
                 pool,
                 cost,
-                context.objective,
-                actions=context.actions,
+                objective,
+                actions=actions,
                 state=state,
                 on_step=save,
-                screen=context.screen,
+                screen=options.screen,
                 resolution=pool.resolution,
             )
         finally:
             curves.close()
-        final = state.current
-        final.save(run / "arch.yaml")
-        result = {
-            "arch": final.to_dict(),
-            "digest": final.digest,
-            "accuracy": state.current_accuracy,
-            "start_accuracy": state.start_accuracy,
-            "steps": len(state.steps),
-            **cost(final).to_dict(),
-            "latency_interval_ms": context.latency_interval(cost(final).latency_ms),
-            "latency_source": config.latency_source,
-            "img_size": config.img_size,  # cost priced at
-            "train_img_size": config.train_img_size,  # the supernet trained and scores at
-            "evaluations": len(pool.cache.values),
-            # What the full greedy search (alg. 1 as written) would have evaluated along this path.
-            "shrinks_considered": 1 + sum(s.candidates for s in state.steps),
-            "evaluate_top": config.evaluate_top,
-            "scored_images": pool.scored_images,
-            "provenance": clock.summary(),
-        }
-        _write_summary(run, state, cost, context.objective, config, context.table)
-        _plot(run, state, cost, context.objective)
-        RunFolder(run).write_result(result)
-        return result
+        _write_summary(run, state, cost, objective, config, options, context.table)
+        _plot(run, state, cost, objective)
+        considered = 1 + sum(s.candidates for s in state.steps)
+        # Its candidates: every network it evaluated that meets the target (the last step's shrinks).
+        candidates = tuple(Scored(arch, acc) for arch, acc in pool.evaluated() if objective.met(cost(arch)))
+        return StrategyOutcome(
+            chosen=Scored(state.current, state.current_accuracy),
+            candidates=candidates,
+            lines=(
+                f"greedy       {len(state.steps)} steps from the largest (top-1 {100 * state.start_accuracy:.2f}%) "
+                f"to {100 * state.current_accuracy:.2f}%; greedy slimming as written evaluates {considered} "
+                "sub-networks on this path",
+            ),
+            record={
+                "start_accuracy": state.start_accuracy,
+                "steps": len(state.steps),
+                # What the full greedy search (alg. 1 as written) would have evaluated along this path.
+                "shrinks_considered": considered,
+                "evaluate_top": options.evaluate_top,
+                "actions": actions_note,
+            },
+        )
+
+
+def family_actions(space, objective: Objective, checkpoint_path: str):
+    """The family's own shrink moves and a note on them (EfficientFormer alg. 1: by the importance of
+    its choices), or (None, None): the space's."""
+    checkpoint = load_checkpoint(checkpoint_path, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+    try:
+        chosen = get_family(space.family).greedy_actions(space, checkpoint, objective.name)
+    except NasError as exc:
+        raise NasError(f"{checkpoint_path}: {exc}") from None
+    return chosen if chosen is not None else (None, None)
 
 
 def _log_record(step: Step) -> dict:
@@ -110,7 +150,13 @@ def _log_record(step: Step) -> dict:
 
 
 def _write_summary(
-    run: Path, state: SearchState, cost, objective: Objective, config: SearchRunConfig, table=None
+    run: Path,
+    state: SearchState,
+    cost,
+    objective: Objective,
+    config: SearchRunConfig,
+    options: GreedyOptions,
+    table=None,
 ) -> None:
     rows = [("start (largest)", state.start, state.start_accuracy)] + [
         (s.action, s.arch, s.accuracy) for s in state.steps
@@ -132,12 +178,12 @@ def _write_summary(
             f"recalibrated on {config.bn_calib_batches} batches of training images.",
             "",
         ]
-    if config.evaluate_top:
+    if options.evaluate_top:
         evaluated = 1 + sum(s.evaluated for s in state.steps)
         considered = 1 + sum(s.candidates for s in state.steps)
         lines += [
-            f"Screened: after the first step, the {config.evaluate_top} shrinks an accuracy predictor fitted on "
-            f"this search's evaluations ranked best, plus {config.explore} of the least recently evaluated "
+            f"Screened: after the first step, the {options.evaluate_top} shrinks an accuracy predictor fitted on "
+            f"this search's evaluations ranked best, plus {options.explore} of the least recently evaluated "
             f"kind, were evaluated: {evaluated} of the {considered} sub-networks greedy slimming would have "
             "evaluated on this path.",
             "",

@@ -1,40 +1,58 @@
 """Search strategies behind one interface, found by name in a registry.
 
-A strategy (:class:`SearchStrategy`) gets a :class:`SearchContext`, everything ``nas search`` has
-checked and built (the space, the evaluator pool, the cost function, the objective with its target,
-the run folder, the recorded settings, ...), writes its outputs in the run folder and returns the
-result ``nas search`` prints. The engine comes with ``greedy`` (greedy slimming,
-:mod:`nas.search.slimming`), ``optuna`` (NSGA-II, :mod:`nas.search.nsga`) and ``random`` (random
-search, :mod:`nas.search.random_search`); :func:`register_strategy` adds another.
+A strategy (:class:`SearchStrategy`) declares its options as a frozen dataclass (``options``: every
+field a :func:`nas.core.typed_yaml.setting` with its default and meaning; ``nas search --strategy
+NAME --set key=value`` sets them, and ``config.yaml`` records them so a resumed search is checked
+against them). Its ``run`` gets a :class:`SearchContext`, what every strategy searches with, and
+returns a :class:`StrategyOutcome`: its choice and the networks it would choose among. ``nas
+search`` then scores the best of those again at a higher fidelity (:mod:`nas.search.finalists`) and
+prints the :class:`nas.search.finalists.SearchResult` without knowing the strategy.
+
+The engine comes with ``evolution`` (constrained evolution in a budget band,
+:mod:`nas.search.evolution`), ``greedy`` (greedy slimming, :mod:`nas.search.slimming`), ``optuna``
+(NSGA-II, :mod:`nas.search.nsga`) and ``random`` (random search in the band,
+:mod:`nas.search.random_search`). Another package adds one by naming its module in the
+``nas.strategies`` entry-point group (the module calls :func:`register_strategy`), or by calling
+:func:`register_strategy` itself.
 
 This module imports nothing heavy, so listing the names (``nas search --help``) loads no torch: a
-built-in strategy's module is imported when the strategy is first asked for, and registers it.
+strategy's module is imported when the strategy is first asked for, and registers it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import logging
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import yaml
+
 from nas.core.errors import NasError
+from nas.core.typed_yaml import from_mapping
 
 if TYPE_CHECKING:
-    from nas.core.family import ActionsFn
+    from nas.core.arch import ArchConfig
     from nas.core.space import SearchSpace
     from nas.latency import LatencyTable
     from nas.runs.config import SearchRunConfig
     from nas.runs.provenance import RunClock
-    from nas.search.greedy import CostFn, SearchState
+    from nas.search.greedy import CostFn
     from nas.search.objective import Objective
     from nas.search.pool import EvaluatorPool
-    from nas.search.screen import ScreenConfig
+
+log = logging.getLogger(__name__)
+
+#: The entry-point group through which other packages name modules that register strategies.
+ENTRY_POINT_GROUP = "nas.strategies"
 
 
 @dataclass(frozen=True)
 class SearchContext:
-    """What a strategy searches with; the run folder is checked, locked and holds ``config.yaml``."""
+    """What every strategy searches with; the run folder is checked, locked and holds ``config.yaml``."""
 
     space: SearchSpace
     pool: EvaluatorPool  # accuracies of sub-networks (``pool(archs)``), cached in the run folder
@@ -44,14 +62,8 @@ class SearchContext:
     config: SearchRunConfig  # the settings recorded in config.yaml
     clock: RunClock
     seed: int = 0
-    resume: bool = False
+    resume: bool = False  # continue what the run folder holds
     table: LatencyTable | None = None
-    state: SearchState | None = None  # greedy: the saved state to continue from (None: start)
-    actions: ActionsFn | None = None  # greedy: the family's own shrink moves (None: the space's)
-    screen: ScreenConfig | None = None  # greedy: which shrinks each step evaluates
-    trials: int = 64  # optuna, random: sub-networks to evaluate
-    storage: str | None = None  # optuna: database URL of the study (None: optuna.db in the run folder)
-    study_name: str = "nas-search"
 
     def latency_interval(self, ms: float | None) -> list[float] | None:
         """The latency's prediction interval ``[low, high]`` where the table has one."""
@@ -59,19 +71,48 @@ class SearchContext:
         return list(bounds) if bounds is not None else None
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A sub-network and its accuracy at the search's fidelity."""
+
+    arch: ArchConfig
+    accuracy: float
+
+
+@dataclass(frozen=True)
+class StrategyOutcome:
+    """What a strategy found.
+
+    ``chosen`` is its own choice; ``candidates`` are the evaluated networks it would choose among
+    (every one meets the target; a strategy that searches a band gives only those in it), the
+    finalists are the best of them. ``lines`` say what the search did, for ``nas search`` to print;
+    ``record`` holds the strategy's own fields of ``result.json``."""
+
+    chosen: Scored
+    candidates: tuple[Scored, ...]
+    lines: tuple[str, ...] = ()
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
 @runtime_checkable
 class SearchStrategy(Protocol):
-    """A way of searching: ``run`` writes its outputs in ``context.run`` and returns the result."""
+    """A way of searching: ``run`` writes its own outputs in ``context.run`` and returns what it found."""
 
     name: str
+    options: type  # a frozen dataclass of the strategy's options; its defaults are what runs without --set
 
-    def run(self, context: SearchContext) -> dict[str, Any]:
-        """Search, write the outputs (``arch.yaml``: the sub-network chosen) and return the result."""
+    def run(self, context: SearchContext, options: Any) -> StrategyOutcome:
+        """Search (resuming what ``context.run`` holds when ``context.resume``) and return the outcome."""
         ...
 
 
 # Built-in strategies: name -> the module that registers it when imported.
-_BUILTIN = {"greedy": "nas.search.slimming", "optuna": "nas.search.nsga", "random": "nas.search.random_search"}
+_BUILTIN = {
+    "evolution": "nas.search.evolution",
+    "greedy": "nas.search.slimming",
+    "optuna": "nas.search.nsga",
+    "random": "nas.search.random_search",
+}
 # The registry, like supernets' families: filled by the strategies' modules as they are imported.
 _STRATEGIES: dict[str, SearchStrategy] = {}
 
@@ -79,21 +120,83 @@ _STRATEGIES: dict[str, SearchStrategy] = {}
 def register_strategy(strategy: SearchStrategy) -> SearchStrategy:
     """Make ``strategy`` known by its name (registering a name again replaces the old strategy)."""
     if not isinstance(strategy, SearchStrategy):
-        raise TypeError(f"register_strategy needs a name and a run(context) method, got {type(strategy).__name__}")
+        raise TypeError(
+            f"register_strategy needs a name, an options dataclass and a run(context, options) method, "
+            f"got {type(strategy).__name__}"
+        )
+    if not dataclasses.is_dataclass(strategy.options):
+        raise TypeError(f"strategy {strategy.name!r}: options must be a dataclass, got {strategy.options!r}")
     _STRATEGIES[strategy.name] = strategy
     return strategy
 
 
+def _plugins() -> dict[str, Any]:
+    """Strategies other packages name in the entry-point group (name -> entry point; nothing loaded)."""
+    return {entry.name: entry for entry in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def strategy_names() -> list[str]:
-    """The names of the built-in and the registered strategies, sorted (nothing is imported)."""
-    return sorted({*_BUILTIN, *_STRATEGIES})
+    """The names of the built-in, plug-in and registered strategies, sorted (nothing is imported)."""
+    return sorted({*_BUILTIN, *_plugins(), *_STRATEGIES})
 
 
 def get_strategy(name: str) -> SearchStrategy:
     """The strategy ``name``; an unknown one is a :class:`NasError` that lists the known."""
-    if name not in _STRATEGIES and name in _BUILTIN:
-        importlib.import_module(_BUILTIN[name])
+    if name not in _STRATEGIES:
+        if name in _BUILTIN:
+            importlib.import_module(_BUILTIN[name])
+        elif name in (plugins := _plugins()):
+            try:
+                plugins[name].load()
+            except Exception as exc:  # noqa: BLE001 - a broken plug-in is one line, not a traceback
+                raise NasError(f"search strategy {name!r} ({plugins[name].value}) could not be loaded: {exc}") from None
     try:
         return _STRATEGIES[name]
     except KeyError:
         raise NasError(f"unknown search strategy {name!r}; choose one of {', '.join(strategy_names())}") from None
+
+
+def parse_assignments(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``["key=value", ...]`` (``--set``) as a mapping; a pair without ``=`` is a :class:`NasError`."""
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise NasError(f"--set {pair!r}: give key=value")
+        settings[key.strip().replace("-", "_")] = value.strip()
+    return settings
+
+
+def strategy_options(strategy: SearchStrategy, settings: dict[str, Any] | None = None) -> Any:
+    """``strategy``'s options with ``settings`` (``key: value``, values as YAML text or already typed)
+    applied to its defaults; an unknown key or a bad value is one :class:`NasError` line that names
+    the strategy and the allowed keys."""
+    fields = {f.name: f for f in dataclasses.fields(strategy.options)}
+    data: dict[str, Any] = {}
+    for key, value in (settings or {}).items():
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value) if value else None
+            except yaml.YAMLError:
+                pass  # a plain string, checked against the field's type below
+            if isinstance(value, str):  # YAML 1.1 reads 1e-9 as a string
+                try:
+                    value = float(value)
+                except ValueError:
+                    pass
+            if key in fields and isinstance(value, str) and isinstance(fields[key].default, tuple):
+                value = [value]  # one entry of a list option
+        data[key] = value
+    try:
+        return from_mapping(strategy.options, data, "--set")
+    except NasError as exc:
+        raise NasError(f"strategy {strategy.name}: {exc}") from None
+
+
+def options_dict(options: Any) -> dict[str, Any]:
+    """Options as plain data (``config.yaml``), tuples as lists."""
+
+    def plain(value):
+        return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+    return {key: plain(value) for key, value in dataclasses.asdict(options).items()}

@@ -3,7 +3,8 @@
 Both strategies write one JSON line per trial (``trials.jsonl``: ``trial``, ``accuracy``, ``params``,
 ``latency_ms``, ``mes``, ``digest``, ``arch``; optuna adds the ``run`` that evaluated it) and choose
 the trial of best accuracy among those that meet the objective's target (ties: the better objective
-value, then the earlier trial), written as ``arch.yaml`` and described in ``result.json``.
+value, then the earlier trial); every trial that meets it is a candidate for the finalists
+(:mod:`nas.search.finalists`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from typing import Any
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.typed_yaml import write_text_atomic
-from nas.runs.folder import RunFolder
 from nas.search.objective import Cost, Objective
-from nas.search.strategy import SearchContext
+from nas.search.strategy import Scored, SearchContext, StrategyOutcome
 
 
 def trial_record(number: int, arch: ArchConfig, accuracy: float, cost: Cost) -> dict[str, Any]:
@@ -45,16 +45,16 @@ def best_within_target(records: Sequence[dict[str, Any]], objective: Objective) 
     return max(met, key=lambda r: (r["accuracy"], sign * objective.value(record_cost(r)), -r["trial"]))
 
 
-def choose(
+def trials_outcome(
     context: SearchContext,
     records: Sequence[dict[str, Any]],
-    strategy: str,
-    retry: str = "search again with more --trials",
-    **extra: Any,
-) -> dict[str, Any]:
-    """Write the best trial within the target as ``arch.yaml`` and the result as ``result.json``;
-    return the result (``extra`` after the strategy and trial count). A :class:`NasError` if no trial
-    meets the target (saying ``retry`` or choose an easier target)."""
+    retry: str = "search again with more evaluations (--set evaluations=N)",
+    lines: tuple[str, ...] = (),
+    **record: Any,
+) -> StrategyOutcome:
+    """The best trial within the target as the strategy's choice, every trial within it a candidate;
+    ``record``: the strategy's own fields of ``result.json``. A :class:`NasError` if no trial meets
+    the target (saying ``retry`` or choose an easier target)."""
     objective = context.objective
     best = best_within_target(records, objective)
     if best is None:
@@ -62,23 +62,10 @@ def choose(
             f"none of the {len(records)} trials in {context.run / 'trials.jsonl'} meets {objective.name} "
             f"{objective.target:g} ({objective.unit}); {retry}, or choose an easier --target"
         )
-    ArchConfig.from_dict(best["arch"]).save(context.run / "arch.yaml")
-    result = {
-        "strategy": strategy,
-        "trials": context.trials,
-        **extra,
-        "arch": best["arch"],
-        "digest": best["digest"],
-        "accuracy": best["accuracy"],
-        **record_cost(best).to_dict(),
-        "latency_interval_ms": context.latency_interval(best["latency_ms"]),
-        "within_target": sum(objective.met(record_cost(r)) for r in records),
-        "evaluations": len(context.pool.cache.values),
-        "latency_source": context.config.latency_source,
-        "img_size": context.config.img_size,  # cost priced at
-        "train_img_size": context.config.train_img_size,  # the supernet trained and scores at
-        "scored_images": context.pool.scored_images,
-        "provenance": context.clock.summary(),
-    }
-    RunFolder(context.run).write_result(result)
-    return result
+    met = [r for r in records if objective.met(record_cost(r))]
+    return StrategyOutcome(
+        chosen=Scored(ArchConfig.from_dict(best["arch"]), best["accuracy"]),
+        candidates=tuple(Scored(ArchConfig.from_dict(r["arch"]), r["accuracy"]) for r in met),
+        lines=lines,
+        record={"trials": len(records), "within_target": len(met), **record},
+    )

@@ -161,10 +161,11 @@ class _Demo:
                     run,
                     DEMO_DEVICE,
                     seed=self.request.seed,
+                    strategy="greedy",
                     workers=self.request.workers,
                     resume=resume,
                 )
-            )
+            ).to_dict()
         )
         return target, result
 
