@@ -41,22 +41,26 @@ from nas.search.run import SearchRequest, search
 
 #: label -> (strategy, options, whether it takes the budget and the seed)
 STRATEGIES = {
-    "greedy-full": ("greedy", {"evaluate_top": 0}, False),
-    "greedy-fast": ("greedy", {}, False),
     "evolution": ("evolution", {}, True),
     "evolution+predictor": ("evolution", {"predictor": True}, True),
     "random": ("random", {}, True),
     "optuna": ("optuna", {}, True),
+    "greedy-fast": ("greedy", {}, False),
+    "greedy-full": ("greedy", {"evaluate_top": 0}, False),
 }
 
 
-def run_search(args, label: str, budget: int | None, seed: int) -> dict:
+def _name(label: str, budget: int | None, seed: int | None) -> str:
+    return label if budget is None else f"{label}-b{budget}-s{seed}"
+
+
+def run_search(args, label: str, budget: int | None, seed: int | None) -> dict:
     """The result of one search, run (or resumed, or read back when finished)."""
-    strategy, options, budgeted = STRATEGIES[label]
-    options = {**options, **({"evaluations": budget} if budgeted else {})}
+    strategy, options, _ = STRATEGIES[label]
+    options = {**options, **({"evaluations": budget} if budget is not None else {})}
     if strategy in ("evolution", "random"):
         options["tolerance"] = args.tolerance
-    name = f"{label}-b{budget}-s{seed}" if budgeted else label
+    name = _name(label, budget, seed)
     folder = RunFolder(args.out / name, SEARCH)
     if folder.finished:
         return folder.read_result()
@@ -66,7 +70,7 @@ def run_search(args, label: str, budget: int | None, seed: int) -> dict:
             objective=Objective(args.objective, args.target),
             run=args.out / name,
             device=args.device,
-            seed=seed,
+            seed=seed or 0,
             bn_calib_batches=args.bn_calib_batches,
             search_images=args.search_images,
             strategy=strategy,
@@ -97,6 +101,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="folder of the search runs (resumable)")
     parser.add_argument("--report", type=Path, help="also write what is printed to this file")
+    parser.add_argument(
+        "--stop-after", type=float, help="start no new search after this many seconds (report what has run)"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
@@ -127,40 +134,57 @@ def main() -> None:
         f"{'held-out':>8} {'own':>7} {'noise':>6} {args.objective:>10} {'wall s':>7}"
     )
     rows = []
-    for budget in args.budgets:
-        for seed in range(args.seeds):
-            for label in args.strategies:
-                budgeted = STRATEGIES[label][2]
-                if not budgeted and (seed > 0 or budget != args.budgets[0]):
-                    continue  # deterministic: one run serves every budget and seed
-                result = run_search(args, label, budget if budgeted else None, seed if budgeted else 0)
-                chosen = ArchConfig.from_dict(result["arch"])
-                own = ArchConfig.from_dict(result["strategy_choice_arch"])
-                held, held_own = judge.score([chosen, own], heldout)
-                value = {"params": result["params"], "latency": result["latency_ms"], "mes": result["mes"]}
-                row = {
-                    "strategy": label,
-                    "budget": budget if budgeted else None,
-                    "seed": seed if budgeted else None,
-                    "evaluations": result["evaluations"],
-                    "extra_evaluations": result["extra_evaluations"],
-                    "search_accuracy": result["search_accuracy"],
-                    "final_accuracy": result["accuracy"],
-                    "heldout": held,
-                    "heldout_own_choice": held_own,
-                    "noise_sd": result["score_noise"]["sd"],
-                    "value": value[args.objective],
-                    "wall_seconds": result["provenance"]["wall_seconds"],
-                    "digest": chosen.digest,
-                }
-                rows.append(row)
-                noise = f"{100 * row['noise_sd']:.2f}" if row["noise_sd"] is not None else "-"
-                say(
-                    f"{label:<20} {row['budget'] or '-':>6} {row['seed'] if budgeted else '-':>4} "
-                    f"{row['evaluations']:>6} {row['extra_evaluations']:>5} {100 * row['search_accuracy']:>6.2f}% "
-                    f"{100 * row['final_accuracy']:>6.2f}% {100 * held:>7.2f}% {100 * held_own:>6.2f}% {noise:>6} "
-                    f"{row['value']:>10.4g} {row['wall_seconds']:>7.0f}"
-                )
+    # The order a session's share runs in: the first budget over every seed, greedy's fast search, the
+    # other budgets, greedy's full search last (on the main space the longest of all).
+    plan = []
+    for i, budget in enumerate(args.budgets):
+        plan += [
+            (label, budget, seed) for seed in range(args.seeds) for label in args.strategies if STRATEGIES[label][2]
+        ]
+        plan += [
+            (label, None, None)
+            for label in args.strategies
+            if not STRATEGIES[label][2] and (label == "greedy-fast") == (i == 0)
+        ]
+    skipped = 0
+    for label, budget, seed in plan:
+        if (
+            args.stop_after
+            and time.perf_counter() - began > args.stop_after
+            and not RunFolder(args.out / _name(label, budget, seed), SEARCH).finished
+        ):
+            skipped += 1
+            continue
+        result = run_search(args, label, budget, seed)
+        chosen = ArchConfig.from_dict(result["arch"])
+        own = ArchConfig.from_dict(result["strategy_choice_arch"])
+        held, held_own = judge.score([chosen, own], heldout)
+        value = {"params": result["params"], "latency": result["latency_ms"], "mes": result["mes"]}
+        row = {
+            "strategy": label,
+            "budget": budget,
+            "seed": seed,
+            "evaluations": result["evaluations"],
+            "extra_evaluations": result["extra_evaluations"],
+            "search_accuracy": result["search_accuracy"],
+            "final_accuracy": result["accuracy"],
+            "heldout": held,
+            "heldout_own_choice": held_own,
+            "noise_sd": result["score_noise"]["sd"],
+            "value": value[args.objective],
+            "wall_seconds": result["provenance"]["wall_seconds"],
+            "digest": chosen.digest,
+        }
+        rows.append(row)
+        noise = f"{100 * row['noise_sd']:.2f}" if row["noise_sd"] is not None else "-"
+        say(
+            f"{label:<20} {budget or '-':>6} {'-' if seed is None else seed:>4} "
+            f"{row['evaluations']:>6} {row['extra_evaluations']:>5} {100 * row['search_accuracy']:>6.2f}% "
+            f"{100 * row['final_accuracy']:>6.2f}% {100 * held:>7.2f}% {100 * held_own:>6.2f}% {noise:>6} "
+            f"{row['value']:>10.4g} {row['wall_seconds']:>7.0f}"
+        )
+    if skipped:
+        say(f"# {skipped} searches not started (--stop-after {args.stop_after:g} s): run again to continue")
     judge.close()
     say()
     say("# per budget: mean held-out top-1 over seeds (sd), above random search's choice (same seed), mean wall")
@@ -186,9 +210,10 @@ def main() -> None:
             for reference in ("greedy-full", "greedy-fast"):
                 if reference in fixed and label != reference:
                     versus += f"; {100 * (statistics.mean(held) - fixed[reference]['heldout']):+.2f} vs {reference}"
+            own = statistics.mean(r["heldout_own_choice"] for r in mine)
             say(
                 f"budget {budget:>4}  {label:<20} held-out {100 * statistics.mean(held):6.2f}%{sd}{above}{versus}; "
-                f"evaluations {statistics.mean(r['evaluations'] for r in mine):.0f}, "
+                f"own choice {100 * own:.2f}%; evaluations {statistics.mean(r['evaluations'] for r in mine):.0f}, "
                 f"wall {statistics.mean(r['wall_seconds'] for r in mine):.0f} s"
             )
     say(f"# {time.perf_counter() - began:.0f} s this session")

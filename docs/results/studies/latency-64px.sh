@@ -29,7 +29,8 @@ for seed in 0 1; do
     step "$supernet" nas train-supernet efficientformerv2 --recipe cifar10-cpu --data "$DATA" \
         --img-size 64 --epochs 1 --warmup-epochs 0.2 --seed "$seed" --run "$supernet"
     step "$search" nas search --supernet "$supernet" --objective latency --target "$TARGET_MS" \
-        --device iphone12 --workers 2 --search-images 1000 --bn-calib-batches 4 --run "$search" --seed 0
+        --device iphone12 --workers 2 --search-images 1000 --bn-calib-batches 4 --strategy greedy --finalists 0 \
+        --noise-networks 0 --run "$search" --seed 0
     step "$compare" nas compare --searched "$search/arch.yaml" --supernet "$supernet" --objective latency \
         --device iphone12 --random 5 --seeds 3 --recipe cifar10-rank --img-size 64 --data "$DATA" \
         --workers 2 --out "$compare" --seed 0
