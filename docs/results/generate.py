@@ -138,28 +138,9 @@ def searches() -> list[dict]:
     runs = []
     for folder in _folders("search-"):
         config, result = _yaml(folder / "config.yaml"), _json(folder / "result.json")
-        argv = ["nas", "search", "--supernet", config["supernet"], "--objective", config["objective"]]
-        argv += ["--target", config["target"], "--device", config["device"]]
-        argv += ["--img-size", config["img_size"]] if config.get("img_size") else []
-        for key in ("bn_calib_batches", "search_images"):
-            argv += [f"--{key.replace('_', '-')}", config[key]] if config.get(key) is not None else []
-        if config.get("strategy_options") is not None:  # options recorded by name (--set)
-            argv += ["--strategy", config["strategy"]]
-            for key, value in config["strategy_options"].items():
-                argv += [
-                    "--set",
-                    f"{key}={json.dumps(value) if isinstance(value, (list, bool)) or value is None else value}",
-                ]
-            for key, value in (config.get("final_scoring") or {}).items():
-                argv += [f"--{key.replace('_', '-')}", value] if value is not None else []
-        else:  # searches of earlier versions: their flags
-            for key in ("evaluate_top", "explore"):
-                argv += [f"--{key.replace('_', '-')}", config[key]] if config.get(key) is not None else []
-            if config.get("strategy", "greedy") != "greedy":
-                argv += ["--strategy", config["strategy"], "--trials", config["trials"]]
-            else:
-                argv += ["--strategy", "greedy", "--finalists", 0, "--noise-networks", 0]
-        argv += ["--run", f"runs/{folder.name}", "--seed", config["seed"]]
+        from nas.cli.search import command_line
+
+        argv = command_line(config, f"runs/{folder.name}")
         reached = {"mes": result["mes"], "latency": result["latency_ms"], "params": result["params"]}
         runs.append(
             {

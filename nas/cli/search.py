@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from nas.cli.common import (
     add_common,
@@ -165,6 +166,30 @@ def run(args: argparse.Namespace) -> int:
     data = result.to_dict()
     emit(data, args.json, [*result.summary_lines(), *_cost_lines(data)])
     return 0
+
+
+def command_line(config: dict, run: str) -> list:
+    """The ``nas search`` command that runs a search again from its recorded ``config.yaml``: its
+    options as ``--set`` (searches of earlier versions: their flags, and greedy without finalists)."""
+    argv = ["nas", "search", "--supernet", config["supernet"], "--objective", config["objective"]]
+    argv += ["--target", config["target"], "--device", config["device"]]
+    argv += ["--img-size", config["img_size"]] if config.get("img_size") else []
+    keys = ("bn_calib_batches", "search_images")
+    if config.get("strategy_options") is None:
+        keys += ("evaluate_top", "explore")
+    argv += [x for k in keys if config.get(k) is not None for x in (f"--{k.replace('_', '-')}", config[k])]
+    if config.get("strategy_options") is None and config.get("strategy", "greedy") != "greedy":
+        argv += ["--strategy", config["strategy"], "--trials", config["trials"]]
+    elif config.get("strategy_options") is None:
+        argv += ["--strategy", "greedy", "--finalists", 0, "--noise-networks", 0]
+    else:
+        argv += ["--strategy", config["strategy"]]
+        for key, value in config["strategy_options"].items():
+            text = json.dumps(value) if isinstance(value, (list, bool)) or value is None else value
+            argv += ["--set", f"{key}={text}"]
+        final = (config.get("final_scoring") or {}).items()
+        argv += [x for k, v in final if v is not None for x in (f"--{k.replace('_', '-')}", v)]
+    return [*argv, "--run", run, "--seed", config["seed"]]
 
 
 def _cost_lines(result: dict) -> list[str]:
