@@ -70,27 +70,29 @@ class RidgePredictor:
 
     def __init__(self, space: SearchSpace, ridge: float = 0.01):
         self.space, self.ridge = space, ridge
-        self._scaler = self._model = None
+        self._model = None
 
     def fit(
         self, archs: Sequence[ArchConfig], accuracies: Sequence[float], weights: Sequence[float] | None = None
     ) -> RidgePredictor:
         from sklearn.linear_model import Ridge
-        from sklearn.preprocessing import StandardScaler
 
         x = np.stack([encode(self.space, a) for a in archs])
         y = np.asarray(accuracies, dtype=np.float64)
         w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
         w = w / w.sum()  # the penalty below is per observation, whatever the weights' scale
-        self._scaler = StandardScaler().fit(x, sample_weight=w)
-        self._model = Ridge(alpha=self.ridge / len(y)).fit(self._scaler.transform(x), y, sample_weight=w)
+        # Standardised with the weights; a feature no evaluation has varied keeps scale 1.
+        self._mean = w @ x
+        spread = np.sqrt(np.maximum(w @ (x - self._mean) ** 2, 0.0))
+        self._scale = np.where(spread > 1e-9, spread, 1.0)
+        self._model = Ridge(alpha=self.ridge / len(y)).fit((x - self._mean) / self._scale, y, sample_weight=w)
         return self
 
     def predict(self, archs: Sequence[ArchConfig]) -> np.ndarray:
         if self._model is None:
             raise RuntimeError("RidgePredictor.predict before fit")
         x = np.stack([encode(self.space, a) for a in archs])
-        return self._model.predict(self._scaler.transform(x))
+        return self._model.predict((x - self._mean) / self._scale)
 
 
 def kendall_tau(predicted: Sequence[float], measured: Sequence[float]) -> float | None:
