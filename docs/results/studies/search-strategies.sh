@@ -8,13 +8,14 @@
 #   bash docs/results/studies/search-strategies.sh     # from the repository root; rerun to resume
 #
 # Every step is resumable: a finished supernet (result.json) or search is skipped, an interrupted one
-# continues. BUDGETS and SEEDS narrow a session's share (the report covers what has run so far).
+# continues. BUDGETS, SEEDS, WHICH and STOP_AFTER narrow a session's share (the report covers what has run).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 DATA=${DATA:-../shared/data/cifar10}
 BUDGETS=${BUDGETS:-100 300}
 SEEDS=${SEEDS:-5}
 WHICH=${WHICH:-tiny main}
+STOP_AFTER=${STOP_AFTER:-}  # seconds: start no new search after this (a session's share)
 
 step() {  # step RUN_FOLDER COMMAND...: run COMMAND unless RUN_FOLDER finished; --resume if it started
     local run=$1; shift
@@ -38,6 +39,7 @@ for which in $WHICH; do
     fi
     python benchmarks/search_strategies.py --supernet "$supernet" --objective params --target "$target" \
         --budgets $BUDGETS --seeds "$SEEDS" --search-images 1000 --bn-calib-batches 2 \
-        --out "runs/bench-strategies-$which" --report "docs/results/search-strategies-$which.txt"
+        --out "runs/bench-strategies-$which" --report "docs/results/search-strategies-$which.txt" \
+        ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
     cp "runs/bench-strategies-$which/benchmark.json" "docs/results/search-strategies-$which.json"
 done
