@@ -70,7 +70,7 @@ def _without_times(result: dict) -> dict:
 
 
 def _accuracies(path: Path) -> dict:
-    return {r["digest"]: r["accuracy"] for r in map(json.loads, path.read_text().splitlines())}
+    return {r.get("key", r["digest"]): r["accuracy"] for r in map(json.loads, path.read_text().splitlines())}
 
 
 def test_search_killed_three_times_ends_as_an_uninterrupted_one(tiny_supernet, tiny_search, tmp_path):
@@ -89,6 +89,43 @@ def test_search_killed_three_times_ends_as_an_uninterrupted_one(tiny_supernet, t
     assert _without_times(ra) == _without_times(rb)
     assert _accuracies(a / "evaluations.jsonl") == _accuracies(b / "evaluations.jsonl")
     assert not (b / ".lock").exists()
+
+
+def test_evolution_killed_three_times_ends_as_an_uninterrupted_one(tiny_supernet, tmp_path):
+    """Killed inside its generations and its finalists' scores, an evolution resumed ends exactly as an
+    uninterrupted one: the same population, choice and scores."""
+
+    def argv(run: Path) -> list[str]:
+        options = ["evaluations=24", "population=6", "predictor=true", "screen=2"]
+        return [
+            "search",
+            "--supernet",
+            str(tiny_supernet),
+            "--strategy",
+            "evolution",
+            *[x for option in options for x in ("--set", option)],
+            "--objective",
+            "params",
+            "--target",
+            "300000",
+            "--bn-calib-batches",
+            "1",
+            "--run",
+            str(run),
+        ]
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    uninterrupted = _start(argv(a), tmp_path / "a.log")
+    # 24 evaluations, then 6 noise scores and 8 finalist scores: killed in generations 2 and 4 and in the finalists
+    kill_points = [lambda run, k=k: _lines(run / "evaluations.jsonl") >= k for k in (8, 20, 30)]
+    interrupted = _kill_at_and_resume(argv(b), b, "evaluations.jsonl", kill_points)
+    _finish(uninterrupted, tmp_path / "a.log")
+    assert interrupted == 3
+    for name in ("arch.yaml", "population.json", "config.yaml"):
+        assert (a / name).read_text() == (b / name).read_text(), name
+    ra, rb = (json.loads((r / "result.json").read_text()) for r in (a, b))
+    assert _without_times(ra) == _without_times(rb)
+    assert _accuracies(a / "evaluations.jsonl") == _accuracies(b / "evaluations.jsonl")
 
 
 def test_compare_killed_three_times_ends_as_an_uninterrupted_one(tiny_supernet, tmp_path):
