@@ -197,7 +197,11 @@ def main() -> None:
             if not mine:
                 continue
             held = [r["heldout"] for r in mine]
-            sd = f" (sd {100 * statistics.stdev(held):.2f})" if len(held) > 1 else " (deterministic)"
+            sd = (
+                f" (sd {100 * statistics.stdev(held):.2f})"
+                if len(held) > 1
+                else (" (deterministic)" if label in fixed else " (1 seed)")
+            )
             above = ""
             if random_by_seed and label != "random":
                 pairs = (
