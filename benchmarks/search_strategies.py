@@ -173,6 +173,7 @@ def main() -> None:
             "noise_sd": result["score_noise"]["sd"],
             "value": value[args.objective],
             "wall_seconds": result["provenance"]["wall_seconds"],
+            "commit": result["provenance"].get("commit"),  # the code that ran this search
             "digest": chosen.digest,
         }
         rows.append(row)
