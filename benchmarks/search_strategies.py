@@ -27,6 +27,7 @@ import datetime
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -117,8 +118,9 @@ def main() -> None:
     judge = EvaluatorPool(spec, cache=DiskCache(args.out / "heldout.jsonl", spec.context()))
     version = code_version()
     began = time.perf_counter()
+    command = " ".join(["python benchmarks/search_strategies.py", *(a for a in sys.argv[1:] if a)])
     say(
-        f"# search strategies at equal supernet evaluations: {args.objective} {args.target:g}"
+        f"# {command}: search strategies at equal supernet evaluations, {args.objective} {args.target:g}"
         + (f" on {args.device}" if args.device else "")
         + f", band {100 * args.tolerance:g}%; supernet {args.supernet}; search score: "
         f"{spec.search_images or 'all'} images of the search split, {spec.calib_batches} calibration batches"
@@ -221,6 +223,7 @@ def main() -> None:
                 f"own choice {100 * own:.2f}%; evaluations {statistics.mean(r['evaluations'] for r in mine):.0f}, "
                 f"wall {statistics.mean(r['wall_seconds'] for r in mine):.0f} s"
             )
+    say(f"# {sum(r['wall_seconds'] for r in rows):.0f} s in all (the searches' own wall times)")
     say(f"# {time.perf_counter() - began:.0f} s this session")
     record = {"rows": rows, "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
     (args.out / "benchmark.json").write_text(json.dumps({**record, "commit": version["commit"]}, indent=1))
