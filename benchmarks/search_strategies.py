@@ -143,11 +143,8 @@ def main() -> None:
         plan += [
             (label, budget, seed) for seed in range(args.seeds) for label in args.strategies if STRATEGIES[label][2]
         ]
-        plan += [
-            (label, None, None)
-            for label in args.strategies
-            if not STRATEGIES[label][2] and (label == "greedy-fast") == (i == 0)
-        ]
+        plan += [("greedy-fast", None, None)] if i == 0 and "greedy-fast" in args.strategies else []
+    plan += [("greedy-full", None, None)] if "greedy-full" in args.strategies else []
     skipped = 0
     for label, budget, seed in plan:
         if (
