@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from nas.cli.common import (
@@ -136,14 +137,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{', '.join(sorted(known))}"
             )
         options.setdefault(key, value)
-    final = FinalScoring(
-        finalists=args.finalists,
-        final_draws=args.final_draws,
-        final_calib_batches=args.final_calib_batches,
-        final_images=args.final_images,
-        noise_networks=args.noise_networks,
-        noise_draws=args.noise_draws,
-    )
+    # Every field of FinalScoring is a flag of the same name, so none can be left out here.
+    final = FinalScoring(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FinalScoring)})
     result = search(
         SearchRequest(
             supernet=args.supernet,

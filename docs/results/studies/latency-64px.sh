@@ -14,13 +14,7 @@ cd "$(dirname "$0")/../../.."
 DATA=${DATA:-../shared/data/cifar10}
 TARGET_MS=${TARGET_MS:-0.655}  # the middle of the space at 64 px: 0.637 (smallest) to 0.727 ms (largest)
 
-step() {  # step RUN_FOLDER COMMAND...: run COMMAND unless RUN_FOLDER finished; --resume if it started
-    local run=$1; shift
-    if [ -f "$run/result.json" ]; then echo "done: $run"; return; fi
-    local resume=(); [ -d "$run" ] && resume=(--resume)
-    echo "+ $* ${resume[*]}"
-    "$@" "${resume[@]}"
-}
+source docs/results/studies/step.sh  # step RUN_FOLDER COMMAND...: skipped when finished, else --resume
 
 for seed in 0 1; do
     supernet=runs/cifar10-v2-main-64px-seed$seed

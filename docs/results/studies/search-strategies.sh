@@ -17,13 +17,7 @@ SEEDS=${SEEDS:-5}
 WHICH=${WHICH:-tiny main}
 STOP_AFTER=${STOP_AFTER:-}  # seconds: start no new search after this (a session's share)
 
-step() {  # step RUN_FOLDER COMMAND...: run COMMAND unless RUN_FOLDER finished; --resume if it started
-    local run=$1; shift
-    if [ -f "$run/result.json" ]; then echo "done: $run"; return; fi
-    local resume=(); [ -d "$run" ] && resume=(--resume)
-    echo "+ $* ${resume[*]}"
-    "$@" "${resume[@]}"
-}
+source docs/results/studies/step.sh  # step RUN_FOLDER COMMAND...: skipped when finished, else --resume
 
 for which in $WHICH; do
     if [ "$which" = tiny ]; then
