@@ -31,9 +31,13 @@ for which in $WHICH; do
             --img-size 64 --epochs 1 --warmup-epochs 0.2 --seed 0 --run "$supernet"
         target=5000000  # parameters: the main space spans 0.32M to 27.3M at 64 px
     fi
+    out=runs/bench-strategies-$which kept=docs/results/bench-strategies-$which
+    # The finished searches are committed (runs/ does not survive a new machine): continue from them.
+    if [ ! -d "$out" ] && [ -d "$kept" ]; then mkdir -p runs && cp -r "$kept" "$out"; fi
     python benchmarks/search_strategies.py --supernet "$supernet" --objective params --target "$target" \
         --budgets $BUDGETS --seeds "$SEEDS" --search-images 1000 --bn-calib-batches 2 \
         --out "runs/bench-strategies-$which" --report "docs/results/search-strategies-$which.txt" \
         ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
-    cp "runs/bench-strategies-$which/benchmark.json" "docs/results/search-strategies-$which.json"
+    cp "$out/benchmark.json" "docs/results/search-strategies-$which.json"
+    rm -rf "$kept" && cp -r "$out" "$kept" && rm -f "$kept"/*/.lock "$kept"/*/events.out.tfevents.*
 done
