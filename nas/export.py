@@ -1,4 +1,5 @@
-"""Export a fixed architecture to ONNX (checked against PyTorch with ONNX Runtime) or Core ML."""
+"""Export a fixed architecture to ONNX (checked against PyTorch with ONNX Runtime), Core ML, or an
+ExecuTorch program for Android's XNNPACK backend (checked against PyTorch in the runtime here)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import torch.nn as nn
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.typed_yaml import write_bytes_atomic
+from nas.latency.xnnpack import export_executorch
 from nas.runs.checkpoint import load_checkpoint
 from supernets import build_static
 
-FORMATS = ("onnx", "coreml")
+FORMATS = ("onnx", "coreml", "executorch")
 
 
 def load_weights(model: nn.Module, checkpoint: str | Path) -> None:
@@ -104,8 +106,9 @@ def export(
     num_classes: int = 1000,
     checkpoint: str | Path | None = None,
 ) -> dict:
-    """Export ``arch`` (weights from ``checkpoint``, else freshly initialised) as ``fmt`` (``onnx`` or
-    ``coreml``) to ``out``; returns the format, path and ONNX max abs difference or Core ML target."""
+    """Export ``arch`` (weights from ``checkpoint``, else freshly initialised) as ``fmt`` (``onnx``,
+    ``coreml`` or ``executorch``) to ``out``; returns the format, the path and, for ONNX and ExecuTorch,
+    the max abs difference to PyTorch's logits (for Core ML, the target)."""
     if fmt not in FORMATS:
         raise NasError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     model = build_static(arch, img_size=img_size, num_classes=num_classes)
@@ -114,5 +117,7 @@ def export(
     out = Path(out)
     if fmt == "onnx":
         return {"format": "onnx", "path": str(out), "max_abs_diff": export_onnx(model, img_size, out)}
+    if fmt == "executorch":
+        return {"format": "executorch", "path": str(out), **export_executorch(model, img_size, out)}
     export_coreml(model, img_size, out)
     return {"format": "coreml", "path": str(out), "target": "iOS16 mlprogram"}

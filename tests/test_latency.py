@@ -343,8 +343,10 @@ def test_export_a_block_to_core_ml(tmp_path):
         assert (tmp_path / item["file"] / "Manifest.json").exists()
     assert json.loads((tmp_path / "manifest.json").read_text())["items"][0]["key"] == blocks[0]["key"]
     assert (tmp_path / "measurements.csv").read_text().splitlines() == ["id,latency_ms", "b0000,", "b0001,"]
-    with pytest.raises(NasError, match="not one"):
-        export_blocks("pixel6", load_space("efficientformerv2-tiny"), tmp_path, limit=1)
+    with pytest.raises(NasError, match="iphone12 is timed through coreml, not executorch"):
+        export_blocks("iphone12", load_space("efficientformerv2-tiny"), tmp_path, limit=1, runtime="executorch")
+    with pytest.raises(NasError, match="cpu is measured here by `nas build-table --device cpu`"):
+        export_blocks("cpu", load_space("efficientformerv2-tiny"), tmp_path, limit=1)
 
 
 def _filled_export(tmp_path, rng_seed=0, drop=None):
@@ -451,7 +453,7 @@ def _set_row(lines, index, value):
         (lambda lines: _set_row(lines, 4, "abc"), "not a number"),
         (lambda lines: _set_row(lines, 4, "-1"), "must be positive"),
         (lambda lines: lines + ["b9999,1.0"], "unknown id 'b9999'"),
-        (lambda lines: ["name,ms"] + lines[1:], "expected the columns id, latency_ms"),
+        (lambda lines: ["name,ms"] + lines[1:], "columns id, latency_ms or the output of time_on_android.sh"),
     ],
 )
 def test_bad_phone_csv(tmp_path, mutate, fragment, capsys):

@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "build-table",
         help="build a latency table for a device and space",
-        description="Local devices (cpu, onnxruntime-cpu, cuda) are measured block by block and "
+        description="Local devices (cpu, onnxruntime-cpu, cuda, xnnpack: ExecuTorch's XNNPACK backend, the "
+        "kernels Android apps ship) are measured block by block and "
         "calibrated end to end; phones (iphone12, iphone14, pixel6) get a table predicted "
         "by a cost model fitted to published latencies, labelled as such.",
     )
@@ -90,5 +91,22 @@ def run(args: argparse.Namespace) -> int:
             f"error        median APE vs end to end {100 * h.error['value']:.1f}% "
             f"on {len(h.error['checked_on'])} networks (max {100 * h.error['max']:.1f}%)"
         )
+        outside = h.method.get("operators_outside_xnnpack")
+        if outside is not None:
+            lines.append(f"xnnpack      {outside_xnnpack_words(outside)}")
     emit({"path": str(table.path), "header": h.__dict__, "entries": len(table.entries)}, args.json, lines)
     return 0
+
+
+def outside_xnnpack_words(outside: dict[str, dict[str, int]]) -> str:
+    """``4 of 52 blocks run operators outside XNNPACK: aten_index_tensor (3 blocks), ...``: which
+    operators of an ``xnnpack`` table's blocks fell back to ExecuTorch's portable kernels."""
+    blocks_per_op: dict[str, int] = {}
+    for ops in outside.values():
+        for op in ops:
+            blocks_per_op[op] = blocks_per_op.get(op, 0) + 1
+    n = sum(bool(ops) for ops in outside.values())
+    if not n:
+        return f"every operator of the {len(outside)} blocks ran on XNNPACK"
+    listed = ", ".join(f"{op} ({k} blocks)" for op, k in sorted(blocks_per_op.items(), key=lambda t: (-t[1], t[0])))
+    return f"{n} of {len(outside)} blocks run operators on portable kernels, outside XNNPACK: {listed}"

@@ -1,4 +1,4 @@
-"""``nas export ARCH --format onnx|coreml --out PATH``: a deployable file of a fixed architecture."""
+"""``nas export ARCH --format onnx|coreml|executorch --out PATH``: a deployable file of a fixed architecture."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ def add_parser(sub) -> None:
     """Register the ``nas export`` subcommand on ``sub``."""
     p = sub.add_parser(
         "export",
-        help="export an architecture to ONNX or Core ML",
+        help="export an architecture to ONNX, Core ML or ExecuTorch",
         description="ONNX is checked against PyTorch with ONNX Runtime (max abs difference <= 1e-4); "
-        "Core ML is an ML program for iOS 16.",
+        "Core ML is an ML program for iOS 16; ExecuTorch is a .pte program lowered to XNNPACK (Android's "
+        "CPU backend), checked against PyTorch in the runtime here (max abs difference <= 1e-4).",
     )
     p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
-    p.add_argument("--format", required=True, choices=("onnx", "coreml"), help="file format")
-    p.add_argument("--out", required=True, help="output file (.onnx) or folder (.mlpackage)")
+    p.add_argument("--format", required=True, choices=("onnx", "coreml", "executorch"), help="file format")
+    p.add_argument("--out", required=True, help="output file (.onnx, .pte) or folder (.mlpackage)")
     p.add_argument("--checkpoint", help="trained weights (default: freshly initialised)")
     p.add_argument("--space", help="search space the ARCH belongs to")
     p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported network")
@@ -32,7 +33,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``nas export``: write ARCH as an ONNX (checked against PyTorch) or Core ML file; return the exit code."""
+    """Run ``nas export``: write ARCH as an ONNX or ExecuTorch file (checked against PyTorch) or a Core ML
+    package; return the exit code."""
     from nas.export import export
     from nas.space_files import find_space
 
@@ -40,7 +42,14 @@ def run(args: argparse.Namespace) -> int:
     label, arch = space.resolve(args.arch)
     result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint)
     lines = [f"wrote {result['path']} ({label}, {args.format})"]
-    if "max_abs_diff" in result:
+    if args.format == "onnx":
         lines.append(f"ONNX Runtime vs PyTorch: max abs difference {result['max_abs_diff']:.2e}")
+    elif args.format == "executorch":
+        fallback = result["operators"]["fallback"]
+        lines.append(f"ExecuTorch {result['executorch']} vs PyTorch: max abs difference {result['max_abs_diff']:.2e}")
+        lines.append(
+            "outside XNNPACK (portable kernels): "
+            + (", ".join(f"{op} x{n}" for op, n in fallback.items()) if fallback else "nothing")
+        )
     emit(result, args.json, lines)
     return 0

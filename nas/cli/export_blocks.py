@@ -1,4 +1,4 @@
-"""``nas export-blocks --device iphone12 --space S --out DIR``: Core ML files to time on a phone."""
+"""``nas export-blocks --device iphone12|pixel6 --space S --out DIR``: files to time on a phone."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ def add_parser(sub) -> None:
     """Register the ``nas export-blocks`` subcommand on ``sub``."""
     p = sub.add_parser(
         "export-blocks",
-        help="export every block as Core ML to time on a phone",
-        description="Writes every reachable block of the space and every named member as a Core ML "
-        "ML program (iOS 16), a manifest.json and a measurements.csv to fill in "
-        "(see docs/how-to/measure-a-phone.md); then run `nas import-table`.",
+        help="export every block as Core ML or ExecuTorch to time on a phone",
+        description="Writes every reachable block of the space and every named member as a file the "
+        "phone's runtime loads: a Core ML ML program (iOS 16) for an iPhone, an ExecuTorch program lowered "
+        "to XNNPACK for an Android phone (with the operators XNNPACK left to portable kernels, and an adb "
+        "script that times them all); plus a manifest.json and a measurements.csv to fill in "
+        "(docs/how-to/measure-a-phone.md, docs/how-to/measure-an-android-phone.md); then run `nas import-table`.",
     )
-    p.add_argument("--device", required=True, help="iphone12 or iphone14")
+    p.add_argument("--device", required=True, help="iphone12, iphone14 (Core ML) or pixel6 (ExecuTorch)")
+    p.add_argument(
+        "--runtime",
+        choices=("coreml", "executorch"),
+        help="the phone's runtime (default: the device's own; an iPhone is timed through Core ML, pixel6 "
+        "through ExecuTorch)",
+    )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported blocks")
@@ -28,11 +36,13 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``nas export-blocks``: write the space's blocks (and named members) as Core ML files with
-    a manifest and a CSV to fill in; return the exit code."""
-    from nas.latency.onphone import export_blocks
+    """Run ``nas export-blocks``: write the space's blocks (and named members) as the phone runtime's
+    files with a manifest and a CSV to fill in; return the exit code."""
+    from nas.cli.build_table import outside_xnnpack_words
+    from nas.latency.onphone import export_blocks, export_runtime
     from nas.space_files import load_space
 
+    runtime = export_runtime(args.device, args.runtime)  # a wrong pair fails before the space loads
     manifest = export_blocks(
         args.device,
         load_space(args.space),
@@ -41,14 +51,27 @@ def run(args: argparse.Namespace) -> int:
         args.num_classes,
         networks=not args.no_networks,
         limit=args.limit,
+        runtime=runtime,
     )
-    n_blocks = sum(item["kind"] == "block" for item in manifest["items"])
-    n_nets = len(manifest["items"]) - n_blocks
-    lines = [
-        f"wrote {n_blocks} blocks and {n_nets} networks as Core ML to {args.out}",
-        f"next: time them on the {args.device} (docs/how-to/measure-a-phone.md),",
-        f"      fill {args.out}/measurements.csv, then",
-        f"      nas import-table {args.out}/measurements.csv --manifest {args.out}/manifest.json",
-    ]
-    emit({"out": args.out, "blocks": n_blocks, "networks": n_nets}, args.json, lines)
+    blocks = [item for item in manifest["items"] if item["kind"] == "block"]
+    n_nets = len(manifest["items"]) - len(blocks)
+    result = {"out": args.out, "runtime": runtime, "blocks": len(blocks), "networks": n_nets}
+    if runtime == "coreml":
+        lines = [
+            f"wrote {len(blocks)} blocks and {n_nets} networks as Core ML to {args.out}",
+            f"next: time them on the {args.device} (docs/how-to/measure-a-phone.md),",
+            f"      fill {args.out}/measurements.csv, then",
+            f"      nas import-table {args.out}/measurements.csv --manifest {args.out}/manifest.json",
+        ]
+    else:
+        outside = {item["key"]: item["operators"]["fallback"] for item in blocks}
+        result["operators_outside_xnnpack"] = outside
+        lines = [
+            f"wrote {len(blocks)} blocks and {n_nets} networks as ExecuTorch XNNPACK programs to {args.out}",
+            f"xnnpack: {outside_xnnpack_words(outside)}",
+            f"next: RUNNER=path/to/executor_runner bash {args.out}/time_on_android.sh > timings.log",
+            "      (docs/how-to/measure-an-android-phone.md), then",
+            f"      nas import-table timings.log --manifest {args.out}/manifest.json",
+        ]
+    emit(result, args.json, lines)
     return 0

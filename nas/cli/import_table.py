@@ -12,12 +12,17 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "import-table",
         help="make a table from timings measured on a phone",
-        description="Reads the CSV (id,latency_ms) filled in on the phone for the blocks and networks "
+        description="Reads the CSV (id,latency_ms) filled in on the phone, or the output of the adb script "
+        "(time_on_android.sh, ExecuTorch's executor_runner), for the blocks and networks "
         "of a `nas export-blocks` manifest and writes an `imported` latency table; "
         "with --refit the network timings calibrate the phone predictor (few-shot: a scale for 1-2 "
         "networks, a * prior + b * MACs + c for 3 or more).",
     )
-    p.add_argument("csv", metavar="CSV", help="measurements.csv with the latency_ms column filled in")
+    p.add_argument(
+        "csv",
+        metavar="TIMINGS",
+        help="measurements.csv with the latency_ms column filled in, or the log time_on_android.sh printed",
+    )
     p.add_argument("--manifest", required=True, help="manifest.json written by nas export-blocks")
     p.add_argument("--out", help="table path (default: latency_tables/DEVICE/SPACE-SIZE.json)")
     p.add_argument(

@@ -23,6 +23,9 @@ class Device:
     published: str | None = None  # the device's name in latency_tables/published/published_latency.csv
     #: The campaign whose setup (OS, runtime) the device's predicted table describes (factor 1).
     reference_campaign: str | None = None
+    #: What ``nas export-blocks`` writes for a phone to time: ``coreml`` (Xcode) or ``executorch``
+    #: (``executor_runner`` over adb).
+    export_runtime: str = "coreml"
 
 
 DEVICES: dict[str, Device] = {
@@ -37,6 +40,13 @@ DEVICES: dict[str, Device] = {
             "this machine's CPU, ONNX Runtime, batch 1",
         ),
         Device("cuda", "local", "pytorch-eager-cuda", "float32", "this machine's CUDA GPU, PyTorch eager, batch 1"),
+        Device(
+            "xnnpack",
+            "local",
+            "executorch (XNNPACK delegate, CPU)",
+            "float32",
+            "this machine's CPU through ExecuTorch's XNNPACK backend, the kernels Android apps ship, batch 1",
+        ),
         Device(
             "iphone12",
             "phone",
@@ -62,10 +72,16 @@ DEVICES: dict[str, Device] = {
             "float32",
             "Google Pixel 6 CPU, batch 1, ReLU in every model (EfficientFormerV2 tab. 2)",
             published="pixel6-cpu",
+            export_runtime="executorch",
             reference_campaign="2212.08059-tab2",
         ),
     )
 }
+
+
+def local_devices() -> list[str]:
+    """The devices ``nas build-table`` measures on this machine."""
+    return [name for name, d in DEVICES.items() if d.kind == "local"]
 
 
 def get_device(name: str) -> Device:

@@ -28,17 +28,23 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.export import onnx_bytes
-from nas.latency.devices import get_device
+from nas.latency import xnnpack
+from nas.latency.devices import get_device, local_devices
 from nas.latency.fit import relative_nnls
 from nas.latency.table import (
     LatencyTable,
     TableHeader,
     table_path,
+    tool_versions,
 )
 from nas.runs.lock import RunLock
 from supernets import build_static
 
 log = logging.getLogger(__name__)
+
+#: A table's ``method`` key listing, per block of an ``xnnpack`` table, the operators that ran on
+#: ExecuTorch's portable kernels instead of XNNPACK (empty when the whole block was delegated).
+OUTSIDE_XNNPACK = "operators_outside_xnnpack"
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Timer:
         if spec.kind != "local":
             raise NasError(
                 f"device {device} cannot be measured here: {spec.description}; "
-                f"local devices: cpu, onnxruntime-cpu, cuda"
+                f"local devices: {', '.join(local_devices())}"
             )
         if device == "cuda" and not torch.cuda.is_available():
             raise NasError("device cuda: no CUDA GPU is visible on this machine")
@@ -67,6 +73,10 @@ class Timer:
         self.config = config
         self.torch_device = "cuda" if device == "cuda" else "cpu"
         torch.set_num_threads(config.threads)
+        if device == "xnnpack":
+            xnnpack.set_threads(config.threads)
+        #: The program of the last module timed on ``xnnpack`` (its operators say what left XNNPACK).
+        self.last_lowered: xnnpack.Lowered | None = None
 
     def _repeat(self, run: Callable[[], object]) -> float:
         cfg = self.config
@@ -87,6 +97,8 @@ class Timer:
         x = x.to(self.torch_device)
         if self.device == "onnxruntime-cpu":
             return self._time_onnx(module, x)
+        if self.device == "xnnpack":
+            return self._time_xnnpack(module, x)
         cuda = self.device == "cuda"
 
         def run():
@@ -96,6 +108,12 @@ class Timer:
 
         with torch.inference_mode():
             return self._repeat(run)
+
+    def _time_xnnpack(self, module: nn.Module, x: torch.Tensor) -> float:
+        # The program a phone's executor_runner loads, run by the same runtime and backend here.
+        self.last_lowered = xnnpack.lower(module, x)
+        program = xnnpack.Program(self.last_lowered.program)
+        return self._repeat(lambda: program(x))
 
     def _time_onnx(self, module: nn.Module, x: torch.Tensor) -> float:
         import onnxruntime as ort
@@ -174,6 +192,7 @@ def build_measured_table(
     """Measure every block of ``space`` on a local ``device``, calibrate, check, and save."""
     timer = Timer(device, timing)
     out = Path(out) if out else table_path(device, space.name, img_size)
+    versions = {**tool_versions(), "executorch": xnnpack.executorch_version()} if device == "xnnpack" else None
     header = TableHeader.new(
         device,
         space,
@@ -182,6 +201,7 @@ def build_measured_table(
         "measured",
         threads=timing.threads,
         complete=False,
+        **({"tool_versions": versions} if versions else {}),
         method={
             "timing": {
                 "warmup": timing.warmup,
@@ -212,6 +232,8 @@ def build_measured_table(
             log.info("%s is complete; nothing to resume", out)
             return previous
         raw = dict(previous.entries)
+        if OUTSIDE_XNNPACK in p.method:
+            header = replace(header, method=dict(header.method, **{OUTSIDE_XNNPACK: p.method[OUTSIDE_XNNPACK]}))
     out.parent.mkdir(parents=True, exist_ok=True)
     with RunLock(out.parent, "build-table", name=f".{out.name}.lock"):
         if not resume and out.exists():  # written by a build that finished before we took the lock
@@ -252,9 +274,14 @@ def _measure_calibrate_check(
     todo = [s for s in sigs if s.key() not in raw]
     log.info("%d block signatures, %d to measure", len(sigs), len(todo))
     last_save = time.monotonic()
+    outside = dict(header.method.get(OUTSIDE_XNNPACK, {}))
     for sig in tqdm(todo, desc=f"time blocks on {device}", disable=None if progress else True):
         block = build_block(space.family, sig)
         raw[sig.key()] = timer.time(block, block_input(space.family, sig))
+        if timer.last_lowered is not None:
+            outside[sig.key()] = dict(timer.last_lowered.fallback)
+            header = replace(header, method=dict(header.method, **{OUTSIDE_XNNPACK: outside}))
+            partial.header = header
         if time.monotonic() - last_save > 20:
             partial.entries = raw
             partial.save(out)  # atomic: an interrupted build resumes from here

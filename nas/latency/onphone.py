@@ -1,7 +1,9 @@
-"""Timing on a real phone: export every block (and the named members) as Core ML ML programs with a
-manifest, then import the timings written on the device into an ``imported`` latency table.
+"""Timing on a real phone: export every block (and the named members) as files the phone's runtime
+loads (Core ML ML programs for an iPhone, ExecuTorch XNNPACK programs for an Android phone) with a
+manifest, then import the timings taken on the device into an ``imported`` latency table.
 
-See docs/how-to/measure-a-phone.md for the steps in between (Xcode's Core ML performance report).
+See docs/how-to/measure-a-phone.md (Xcode's Core ML performance report) and
+docs/how-to/measure-an-android-phone.md (``executor_runner`` over adb) for the steps in between.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import write_text_atomic
+from nas.core.typed_yaml import write_bytes_atomic, write_text_atomic
 from nas.export import to_coreml
-from nas.latency.devices import get_device
+from nas.latency import android, xnnpack
+from nas.latency.devices import DEVICES, get_device
 from nas.latency.fewshot import calibrate
 from nas.latency.fit import relative_nnls
 from nas.latency.opcount import record_ops
@@ -43,6 +46,29 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 CSV_COLUMNS = ("id", "latency_ms")
+#: What each runtime's files are called, and how the phone times them (a table's ``method.timing``).
+RUNTIMES = {
+    "coreml": (".mlpackage", "per-block Core ML predictions timed on the phone"),
+    "executorch": (".pte", "per-block ExecuTorch XNNPACK programs timed on the phone by executor_runner"),
+}
+
+
+def export_runtime(device: str, runtime: str | None = None) -> str:
+    """The runtime ``nas export-blocks`` writes for ``device``: its own (``runtime`` may only confirm it)."""
+    spec = get_device(device)
+    phones = [name for name, d in DEVICES.items() if d.kind == "phone"]
+    if spec.kind != "phone":
+        raise NasError(
+            f"export-blocks writes files to time on a phone; {device} is measured here by "
+            f"`nas build-table --device {device}` (phones: {', '.join(phones)})"
+        )
+    if runtime is not None and runtime != spec.export_runtime:
+        raise NasError(
+            f"{device} is timed through {spec.export_runtime}, not {runtime} ("
+            + ", ".join(f"{name}: {DEVICES[name].export_runtime}" for name in phones)
+            + ")"
+        )
+    return spec.export_runtime
 
 
 def plan_export(
@@ -52,15 +78,19 @@ def plan_export(
     num_classes: int = 1000,
     networks: bool = True,
     limit: int | None = None,
+    runtime: str | None = None,
 ) -> dict:
     """The manifest of an export: every reachable block (the first ``limit``) and, unless limited,
     every named member, each with an id, its block key or architecture and its file name."""
     spec = get_device(device)
-    if spec.kind != "phone" or "coreml" not in spec.runtime:
-        raise NasError(f"export-blocks writes Core ML for iPhones; {device} is not one (phones: iphone12, iphone14)")
+    runtime = export_runtime(device, runtime)
+    suffix = RUNTIMES[runtime][0]
+    versions = tool_versions()
+    if runtime == "executorch":
+        versions["executorch"] = xnnpack.executorch_version()
     sigs = reachable_signatures(space, img_size, num_classes)
     items = [
-        {"id": f"b{i:04d}", "kind": "block", "key": s.key(), "file": f"blocks/b{i:04d}_{s.kind}.mlpackage"}
+        {"id": f"b{i:04d}", "kind": "block", "key": s.key(), "file": f"blocks/b{i:04d}_{s.kind}{suffix}"}
         for i, s in enumerate(sigs[:limit])
     ]
     if networks and limit is None:  # a limited export cannot price whole networks
@@ -70,7 +100,7 @@ def plan_export(
                 "kind": "network",
                 "name": name,
                 "arch": arch.to_dict(),
-                "file": f"networks/{name}.mlpackage",
+                "file": f"networks/{name}{suffix}",
             }
             for i, (name, arch) in enumerate(space.members.items())
         ]
@@ -82,8 +112,9 @@ def plan_export(
         "img_size": img_size,
         "num_classes": num_classes,
         "runtime": spec.runtime,
+        "export_runtime": runtime,
         "date": today(),
-        "tool_versions": tool_versions(),
+        "tool_versions": versions,
         "csv_columns": list(CSV_COLUMNS),
         "complete": limit is None,
         "items": items,
@@ -91,13 +122,16 @@ def plan_export(
 
 
 def write_manifest(manifest: dict, out: str | Path) -> None:
-    """Write ``manifest.json`` and the ``measurements.csv`` template (one empty row per item) to ``out``."""
+    """Write ``manifest.json`` and the ``measurements.csv`` template (one empty row per item) to ``out``;
+    for ExecuTorch programs also the adb script that times them (:mod:`nas.latency.android`)."""
     out = Path(out)
     write_json(out / MANIFEST, manifest)
     write_text_atomic(
         out / "measurements.csv",
         ",".join(CSV_COLUMNS) + "\n" + "".join(f"{item['id']},\n" for item in manifest["items"]),
     )
+    if manifest.get("export_runtime") == "executorch":
+        android.write_timing_script(out, manifest["items"])
 
 
 def export_blocks(
@@ -109,15 +143,19 @@ def export_blocks(
     networks: bool = True,
     limit: int | None = None,
     progress: bool = True,
+    runtime: str | None = None,
 ) -> dict:
-    """Write the blocks (and named members) of :func:`plan_export` as ``.mlpackage`` files, a
-    ``manifest.json`` and a CSV template to fill in on the phone. Existing packages are kept, so an
-    interrupted export continues where it stopped."""
+    """Write the blocks (and named members) of :func:`plan_export` as the device's files (``.mlpackage``
+    or ``.pte``), a ``manifest.json`` and a CSV template to fill in on the phone. Existing files are kept,
+    so an interrupted export continues where it stopped. An ExecuTorch item records the operators
+    XNNPACK took and those left to portable kernels (``operators``)."""
     from tqdm import tqdm
 
-    manifest = plan_export(device, space, img_size, num_classes, networks, limit)
+    manifest = plan_export(device, space, img_size, num_classes, networks, limit, runtime)
+    runtime = manifest["export_runtime"]
     out = Path(out)
-    for item in tqdm(manifest["items"], desc=f"export Core ML for {device}", disable=None if progress else True):
+    desc = f"export {runtime} for {device}"
+    for item in tqdm(manifest["items"], desc=desc, disable=None if progress else True):
         path = out / item["file"]
         path.parent.mkdir(parents=True, exist_ok=True)
         if item["kind"] == "block":
@@ -127,8 +165,16 @@ def export_blocks(
             module = build_static(ArchConfig.from_dict(item["arch"]), img_size=img_size, num_classes=num_classes)
             x = torch.randn(1, 3, img_size, img_size)
         item["input_shape"] = list(x.shape)
-        if not path.exists():
-            to_coreml(module, x, path)
+        if runtime == "coreml":
+            if not path.exists():
+                to_coreml(module, x, path)
+            continue
+        operators = path.with_suffix(".operators.json")
+        if not (path.exists() and operators.exists()):
+            lowered = xnnpack.lower(module, x)
+            write_json(operators, lowered.operators())
+            write_bytes_atomic(path, lowered.program)  # last: a program on disk has its operators beside it
+        item["operators"] = json.loads(operators.read_text(encoding="utf-8"))
     write_manifest(manifest, out)
     return manifest
 
@@ -145,15 +191,34 @@ def _read_manifest(path: Path) -> dict:
     return manifest
 
 
-def _read_timings(path: Path, ids: set[str]) -> dict[str, float]:
+def _read_timings(path: Path, ids: set[str], device: str) -> tuple[dict[str, float], str]:
+    """Latency (ms) per manifest id from the filled-in CSV, or from the output of the adb script
+    (:func:`nas.latency.android.parse_runner_log`), and how they were timed (the script's setup line)."""
     try:
-        rows = list(csv.DictReader(path.open(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise NasError(f"{path}: CSV not found") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise NasError(f"{path}: timings not found (a measurements.csv or the output of {android.SCRIPT})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NasError(f"{path}: unreadable ({exc})") from None
+    if android.is_runner_log(text):
+        log_ = android.parse_runner_log(text, str(path))
+        if log_.local:
+            raise NasError(
+                f"{path}: these programs ran on {log_.setup.split(',')[0]} (LOCAL=1), not on a {device}; "
+                "this machine's table through the same kernels is `nas build-table --device xnnpack`"
+            )
+        unknown = sorted(set(log_.timings) - ids)
+        if unknown:
+            raise NasError(f"{path}: unknown id {unknown[0]!r}; ids come from the manifest")
+        return log_.timings, log_.setup
+    try:
+        rows = list(csv.DictReader(text.splitlines()))
+    except csv.Error as exc:
         raise NasError(f"{path}: unreadable CSV ({exc})") from None
     if not rows or set(CSV_COLUMNS) - set(rows[0]):
-        raise NasError(f"{path}: expected the columns {', '.join(CSV_COLUMNS)}")
+        raise NasError(
+            f"{path}: expected a CSV with the columns {', '.join(CSV_COLUMNS)} or the output of {android.SCRIPT}"
+        )
     timings = {}
     for line, row in enumerate(rows, start=2):
         key, value = (row.get("id") or "").strip(), (row.get("latency_ms") or "").strip()
@@ -168,7 +233,7 @@ def _read_timings(path: Path, ids: set[str]) -> dict[str, float]:
         if not ms > 0:
             raise NasError(f"{path}: line {line}: latency_ms must be positive, got {ms}")
         timings[key] = ms
-    return timings
+    return timings, "entered in the CSV"
 
 
 def import_table(
@@ -187,7 +252,7 @@ def import_table(
     device, space = manifest["device"], load_space(manifest["space"])
     spec = get_device(device)
     items = manifest["items"]
-    timings = _read_timings(Path(csv_path), {item["id"] for item in items})
+    timings, timed_how = _read_timings(Path(csv_path), {item["id"] for item in items}, device)
     blocks = [item for item in items if item["kind"] == "block"]
     missing = [item for item in blocks if item["id"] not in timings]
     img_size, num_classes = manifest["img_size"], manifest["num_classes"]
@@ -216,7 +281,8 @@ def import_table(
         method={
             "from": str(csv_path),
             "manifest": str(manifest_path),
-            "timing": "per-block Core ML predictions timed on the phone",
+            "timing": RUNTIMES[manifest.get("export_runtime", "coreml")][1],
+            "timed": timed_how,
         },
         notes=f"Timed on a real {device} ({spec.description})."
         + ("" if manifest.get("complete", True) else " Partial: exported with --limit."),

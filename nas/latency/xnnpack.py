@@ -1,0 +1,160 @@
+"""ExecuTorch with its XNNPACK backend: the CPU runtime Android apps ship, run here through its Python
+bindings.
+
+A module is exported (``torch.export``), lowered with the XNNPACK partitioner and serialised to a
+``.pte`` program, the file ``executor_runner`` loads on a phone. The partitioner does not take every
+operator: what it leaves (attention-bias lookups by index, some reductions, layout copies) runs on
+ExecuTorch's portable kernels, generic C++ loops that are slow on any CPU. :class:`Lowered` records both
+lists per program, so a table says which blocks ran partly outside XNNPACK.
+
+The runtime is the optional extra ``android`` (``pip install -e ".[android]"``; ``dev`` pulls it in).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from nas.core.errors import NasError
+from nas.core.typed_yaml import write_bytes_atomic
+
+log = logging.getLogger(__name__)
+
+#: Graph nodes that are bookkeeping, not kernels: left out of the operator lists.
+_STRUCTURAL = frozenset({"getitem"})
+INSTALL_HINT = 'pip install -e ".[android]" (executorch 1.5, its XNNPACK backend)'
+
+
+@contextlib.contextmanager
+def _native_stderr_muted() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null: the runtime's C++ start-up (cpuinfo probing /sys files a
+    virtual machine lacks) writes lines there that say nothing about the user's run."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@functools.cache
+def require_executorch() -> None:
+    """Raise a :class:`NasError` with the install command if ExecuTorch is not importable; on first
+    success, start its thread pool quietly (see :func:`_native_stderr_muted`)."""
+    pytree_log = logging.getLogger("torch.utils._pytree")
+    level = pytree_log.level
+    pytree_log.setLevel(logging.ERROR)  # torchao's enum registration warns on import; nothing to act on
+    try:
+        import executorch.runtime  # noqa: F401
+        from executorch.extension.pybindings import portable_lib
+    except ImportError as exc:
+        raise NasError(f"ExecuTorch is not installed ({exc}); install it with {INSTALL_HINT}") from None
+    finally:
+        pytree_log.setLevel(level)
+    with _native_stderr_muted():
+        portable_lib._threadpool_get_thread_count()
+
+
+def executorch_version() -> str:
+    """The installed ExecuTorch's version (recorded in tables and manifests)."""
+    from importlib.metadata import version
+
+    return version("executorch")
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A ``.pte`` program and the operators of its graph, counted by where they run: ``delegated`` to
+    XNNPACK, or ``fallback`` to ExecuTorch's portable (generic) kernels."""
+
+    program: bytes
+    delegated: Mapping[str, int] = field(default_factory=dict)
+    fallback: Mapping[str, int] = field(default_factory=dict)
+    subgraphs: int = 0
+
+    def operators(self) -> dict:
+        """The operator counts as a JSON-ready dict (a manifest item's ``operators``)."""
+        return {"xnnpack_subgraphs": self.subgraphs, "delegated": dict(self.delegated), "fallback": dict(self.fallback)}
+
+
+def lower(module: nn.Module, example: torch.Tensor) -> Lowered:
+    """Export ``module`` on ``example`` (batch 1, float32), lower it to XNNPACK and serialise it."""
+    require_executorch()
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.exir import to_edge_transform_and_lower
+
+    module = module.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        # timm's attention blocks cache their bias table on first eval call; export warns that the
+        # cache is an attribute, not a buffer. The cached value is what the program bakes in.
+        warnings.simplefilter("ignore", UserWarning)
+        exported = torch.export.export(module, (example,))
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        info = get_delegation_info(edge.exported_program().graph_module)
+        program = edge.to_executorch().buffer
+    ops = {k: v for k, v in info.delegation_by_operator.items() if k not in _STRUCTURAL}
+    return Lowered(
+        program=bytes(program),
+        delegated={k: v.delegated for k, v in sorted(ops.items()) if v.delegated},
+        fallback={k: v.non_delegated for k, v in sorted(ops.items()) if v.non_delegated},
+        subgraphs=int(info.num_delegated_subgraphs),
+    )
+
+
+def set_threads(threads: int) -> None:
+    """Size ExecuTorch's thread pool (XNNPACK's workers) to ``threads``; it is process-wide."""
+    require_executorch()
+    from executorch.extension.pybindings import portable_lib
+
+    if portable_lib._threadpool_get_thread_count() != threads:
+        with _native_stderr_muted():  # the runtime announces the reset on stderr
+            portable_lib._unsafe_reset_threadpool(threads)
+
+
+class Program:
+    """A loaded ``.pte`` program's ``forward``, called with one tensor, returning its first output."""
+
+    def __init__(self, program: bytes | str | Path):
+        require_executorch()
+        from executorch.runtime import Runtime
+
+        data = Path(program).read_bytes() if isinstance(program, (str, Path)) else program
+        try:
+            # The method runs on the program's memory: both live as long as this object.
+            self._data = data
+            self._program = Runtime.get().load_program(data)
+            self._method = self._program.load_method("forward")
+        except (RuntimeError, ValueError) as exc:
+            raise NasError(f"ExecuTorch cannot load the program ({exc})") from None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self._method.execute([x.contiguous()])[0]
+
+
+def export_executorch(model: nn.Module, img_size: int, out: Path, tolerance: float = 1e-4) -> dict:
+    """Write ``model`` as an XNNPACK ``.pte`` at ``out`` (atomically) after checking, in the runtime
+    here, that its logits match PyTorch's within ``tolerance``; return the difference and the operators."""
+    if out.suffix != ".pte":
+        raise NasError(f"{out}: an ExecuTorch program is a .pte file; name the output NAME.pte")
+    model = model.eval()
+    x = torch.randn(1, 3, img_size, img_size, generator=torch.Generator().manual_seed(0))
+    lowered = lower(model, x)
+    with torch.no_grad():
+        expected = model(x)
+    diff = float((Program(lowered.program)(x) - expected).abs().max())
+    if diff > tolerance:
+        raise NasError(f"ExecuTorch output differs from PyTorch by {diff:.2e} (> {tolerance:g}); not written")
+    write_bytes_atomic(out, lowered.program)
+    return {"max_abs_diff": diff, "operators": lowered.operators(), "executorch": executorch_version()}

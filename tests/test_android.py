@@ -1,0 +1,179 @@
+"""Android through ExecuTorch's XNNPACK backend: programs exported for the phone (every block kind of
+every family), a trained network's logits in the runtime, the measured ``xnnpack`` table, and the
+timings ``executor_runner`` prints read back into a table (fixtures: tests/fixtures/executorch/README.md)."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas import load_space
+from nas.blocks import block_input, build_block, reachable_signatures
+from nas.cli import main
+from nas.core.signature import BlockSignature
+from nas.latency import LatencyTable
+from nas.latency.android import parse_runner_log
+from nas.latency.measure import TimingConfig, build_measured_table
+from nas.latency.onphone import plan_export, write_manifest
+from nas.latency.xnnpack import Program, lower
+from supernets import build_static
+
+FIXTURES = Path(__file__).parent / "fixtures" / "executorch"
+#: A few blocks only, so that lowering every one of them (seconds each) stays short.
+MICRO_SPACE = """\
+family: efficientformerv2
+description: a handful of blocks for the xnnpack table test
+stages:
+  - {depths: [1], widths: [16], expansion_ratios: [2], attention: [0]}
+  - {depths: [1], widths: [24], expansion_ratios: [2], attention: [0]}
+  - {depths: [1], widths: [32], expansion_ratios: [2], attention: [0]}
+  - {depths: [1, 2], widths: [48], expansion_ratios: [2, 4], attention: [0, 1]}
+members:
+  micro_max: {depths: [1, 1, 1, 2], widths: [16, 24, 32, 48], attention: [0, 0, 0, 1],
+              hidden_widths: [[32], [48], [64], [192, 192]]}
+"""
+
+
+def _one_per_kind(space_name: str, img_size: int = 32):
+    space = load_space(space_name)
+    kinds = {}
+    for sig in reachable_signatures(space, img_size, 10):
+        kinds.setdefault(sig.kind, sig)
+    return space, list(kinds.values())
+
+
+@pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer-tiny", "swiftformer-tiny"])
+def test_every_block_kind_lowers_to_xnnpack_and_runs_in_the_runtime(space_name):
+    space, sigs = _one_per_kind(space_name)
+    assert len(sigs) >= 3
+    for sig in sigs:
+        block, x = build_block(space.family, sig).eval(), block_input(space.family, sig)
+        lowered = lower(block, x)
+        assert lowered.subgraphs >= 1 and lowered.delegated, sig.kind  # XNNPACK took part of every block
+        with torch.no_grad():
+            expected = block(x)
+        assert (Program(lowered.program)(x) - expected).abs().max() <= 1e-4 * max(1.0, expected.abs().max()), sig.kind
+
+
+def test_export_blocks_for_pixel6_writes_programs_operators_and_the_adb_script(tmp_path, capsys):
+    out = tmp_path / "export"
+    argv = ["export-blocks", "--device", "pixel6", "--space", "efficientformerv2-tiny", "--img-size", "32"]
+    assert main([*argv, "--num-classes", "10", "--limit", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "as ExecuTorch XNNPACK programs" in printed and "time_on_android.sh" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["export_runtime"] == "executorch" and "executorch" in manifest["tool_versions"]
+    space = load_space("efficientformerv2-tiny")
+    for item in manifest["items"]:
+        assert item["file"].endswith(".pte")
+        assert set(item["operators"]) == {"xnnpack_subgraphs", "delegated", "fallback"}
+        # the program loads and runs in the runtime here (its weights are a fresh block's: shapes only)
+        block = build_block(space.family, BlockSignature.from_key(item["key"]), device="meta").eval()
+        expected = block(torch.empty(*item["input_shape"], device="meta")).shape
+        assert Program(out / item["file"])(torch.randn(*item["input_shape"])).shape == expected
+    # the attention-downsampling blocks look their bias up by index: XNNPACK leaves that to portable kernels
+    assert manifest["items"][0]["key"].startswith("attn_downsample")
+    assert "aten_index_tensor" in manifest["items"][0]["operators"]["fallback"]
+    script = out / "time_on_android.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert "b0001 blocks/b0001_" in script.read_text() and script.stat().st_mode & 0o100
+    # the Core ML path is the iPhones'; pixel6 is not timed through it
+    assert main([*argv, "--runtime", "coreml", "--out", str(tmp_path / "no")]) == 2
+    assert "pixel6 is timed through executorch, not coreml" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
+def test_export_executorch_matches_pytorch_logits(tmp_path, capsys):
+    space = load_space("efficientformerv2-tiny")
+    model = build_static(space.members["efficientformerv2_tiny_min"], img_size=32, num_classes=10)
+    torch.manual_seed(0)
+    torch.nn.init.normal_(model.head.weight, std=1.0)  # logits far from zero, so the check means something
+    torch.save({"model": model.state_dict()}, tmp_path / "trained.pt")
+    out = tmp_path / "net.pte"
+    argv = ["export", "efficientformerv2_tiny_min", "--format", "executorch", "--out", str(out), "--img-size", "32"]
+    assert main([*argv, "--num-classes", "10", "--checkpoint", str(tmp_path / "trained.pt"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["max_abs_diff"] <= 1e-4 and out.exists()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        expected = model.eval()(x)
+    assert expected.abs().max() > 0.5 and (Program(out)(x) - expected).abs().max() <= 1e-4
+    assert main([*argv[:-2], "--out", str(tmp_path / "net.onnx"), "--img-size", "32"]) == 2
+    assert "an ExecuTorch program is a .pte file" in capsys.readouterr().err
+
+
+def test_xnnpack_table_is_measured_labelled_and_checked(tmp_path, capsys):
+    space = tmp_path / "micro.yaml"
+    space.write_text(MICRO_SPACE)
+    out = tmp_path / "xnnpack.json"
+    timing = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
+    # one calibration network besides the largest and smallest, no check here: check-table below does it
+    build_measured_table("xnnpack", load_space(str(space)), 32, 10, timing, out, calibration_archs=1, check_random=0)
+    table = LatencyTable.read(out)
+    assert table.header.source == "measured" and table.header.tool_versions["executorch"].startswith("1.")
+    assert table.header.runtime == "executorch (XNNPACK delegate, CPU)"
+    outside = table.header.method["operators_outside_xnnpack"]
+    assert set(outside) == set(table.entries) and any("aten_index_tensor" in ops for ops in outside.values())
+    argv = ["--device", "xnnpack", "--space", str(space), "--img-size", "32", "--repeats", "3"]
+    # complete: printed, not rebuilt
+    assert main(["build-table", *argv, "--num-classes", "10", "--out", str(out), "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "source       measured" in printed
+    assert "blocks run operators on portable kernels, outside XNNPACK: " in printed
+    assert main(["check-table", *argv, "--table", str(out), "--random", "1", "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)
+    assert len(check["rows"]) == 2 and check["mean_ape"] >= 0 and all(r["measured_ms"] > 0 for r in check["rows"])
+
+
+def test_runner_logs_parse_as_the_tool_prints_them():
+    android = parse_runner_log((FIXTURES / "runner-android-logcat.log").read_text())
+    assert android.timings == {"n00": pytest.approx(2.405), "n01": pytest.approx(0.905)}  # medians of 5 runs
+    assert android.setup.startswith("device Pixel 6") and not android.local
+    here = parse_runner_log((FIXTURES / "runner-x86-local.log").read_text())
+    assert set(here.timings) == {"b0000", "b0001", "b0002"} and here.local
+    assert all(0 < ms < 100 for ms in here.timings.values())
+
+
+def _manifest(tmp_path) -> Path:
+    write_manifest(plan_export("pixel6", load_space("efficientformerv2-tiny"), img_size=64, num_classes=1000), tmp_path)
+    return tmp_path / "manifest.json"
+
+
+def test_import_table_reads_the_runner_log_and_refits_the_pixel6_model(tmp_path, capsys):
+    manifest = _manifest(tmp_path)
+    out = tmp_path / "pixel6.json"
+    log = str(FIXTURES / "runner-android-logcat.log")
+    assert main(["import-table", log, "--manifest", str(manifest), "--refit", "--out", str(out)]) == 0
+    assert "calibrated on 2 timed networks" in capsys.readouterr().out
+    table = LatencyTable.read(out)
+    assert table.header.source == "predicted" and table.header.error["calibration"]["k"] == 2
+    space = load_space("efficientformerv2-tiny")
+    # two networks: a scale, so the table prices both in proportion to their timings
+    ratio = table.latency(space.members["efficientformerv2_tiny_max"]) / table.latency(
+        space.members["efficientformerv2_tiny_min"]
+    )
+    assert ratio > 1
+    # without --refit, two networks and no block are not a table
+    assert main(["import-table", log, "--manifest", str(manifest), "--out", str(tmp_path / "t.json")]) == 2
+    assert "blocks have no latency_ms" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "log, fragment",
+    [
+        ("runner-x86-local.log", "(LOCAL=1), not on a pixel6"),
+        (None, "item n00 (line 2) has no 'Model executed successfully' line"),
+    ],
+)
+def test_a_bad_runner_log_is_one_line(tmp_path, capsys, log, fragment):
+    manifest = _manifest(tmp_path)
+    path = tmp_path / "timings.log"
+    if log:
+        path.write_text((FIXTURES / log).read_text())
+    else:
+        path.write_text("# device Pixel 6\n=== nas-item n00 networks/x.pte ===\nSegmentation fault\n")
+    assert main(["import-table", str(path), "--manifest", str(manifest), "--refit"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
