@@ -116,6 +116,9 @@ def test_xnnpack_table_is_measured_labelled_and_checked(tmp_path, capsys):
     assert table.header.runtime == "executorch (XNNPACK delegate, CPU)"
     outside = table.header.method["operators_outside_xnnpack"]
     assert set(outside) == set(table.entries) and any("aten_index_tensor" in ops for ops in outside.values())
+    # timed pinned to one core, each block less a runtime call's fixed cost (paid once per network)
+    assert len(table.header.method["pinned_cpus"]) == 1
+    assert all(0 < ms < 1 for ms in table.header.method["call_overhead"]["ms_by_input_shape"].values())
     argv = ["--device", "xnnpack", "--space", str(space), "--img-size", "32", "--repeats", "3"]
     # complete: printed, not rebuilt
     assert main(["build-table", *argv, "--num-classes", "10", "--out", str(out), "--resume"]) == 0
