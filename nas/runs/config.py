@@ -123,6 +123,30 @@ class CompareRunConfig:
 
 
 @dataclass(frozen=True)
+class HeadroomRunConfig:
+    """``nas headroom``: the ``config`` of ``plan.json`` (its networks are reusable by ``nas compare
+    --random-from``, which reads ``space`` there)."""
+
+    space: str
+    objective: str
+    target: float
+    tolerance: float
+    random: int  # networks drawn in the band
+    seeds: int
+    device: str | None
+    img_size: int
+    data: str | None
+    seed: int
+    recipe: Recipe
+    command: str = setting("headroom", choices=("headroom",))
+    recipe_name: str = setting("", free=True)
+    max_steps: int | None = None
+    data_fingerprint: str = ""
+    table_digest: str | None = None
+    planned_random: int = 5  # random networks the comparison to come will train (the margin it needs)
+
+
+@dataclass(frozen=True)
 class RankCheckRunConfig:
     """``nas rank-check``: the ``config`` of ``plan.json``."""
 
@@ -148,7 +172,14 @@ class RankCheckRunConfig:
 
 RUN_CONFIGS = {
     c.__dataclass_fields__["command"].default: c
-    for c in (SupernetRunConfig, FixedRunConfig, SearchRunConfig, CompareRunConfig, RankCheckRunConfig)
+    for c in (
+        SupernetRunConfig,
+        FixedRunConfig,
+        SearchRunConfig,
+        CompareRunConfig,
+        HeadroomRunConfig,
+        RankCheckRunConfig,
+    )
 }
 
 

@@ -56,6 +56,8 @@ SEARCH = RunKind("a search", CONFIG, also_marks=("state.json", "trials.jsonl"), 
 COMPARISON = RunKind("a comparison", PLAN, record=PLAN, option="--out")
 #: ``nas rank-check``.
 RANKING = RunKind("a ranking study", PLAN, record=PLAN, option="--out")
+#: ``nas headroom``: a pilot of random networks in a band, its plan as a comparison's (``--random-from``).
+PILOT = RunKind("a headroom pilot", PLAN, record=PLAN, option="--out")
 
 
 class _OneProcess:

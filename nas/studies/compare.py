@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import random
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ from nas.data import load_splits
 from nas.latency import LatencyTable
 from nas.latency.predicted import keep, table_for
 from nas.metrics import count_macs
-from nas.recipe import Recipe
+from nas.recipe import Recipe, recipe_from_saved
 from nas.runs.checkpoint import file_digest, load_checkpoint
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import COMPARISON, PLAN, RunFolder
@@ -340,6 +341,9 @@ def _train_and_report(
         for name, arch in networks
         for k, s in enumerate(seeds)
     ]
+    if "random_from" in draws:
+        reused = adopt_trainings(Path(draws["random_from"]["path"]), config, jobs)
+        draws = {**draws, "random_from": {**draws["random_from"], "trainings_reused": reused}}
     trained = train_all(jobs, request.workers, request.ray_address, request.threads_per_worker, clock)
     supernet_top1 = (
         supernet_accuracies(prepared.supernet_spec, prepared.supernet_context, [a for _, a in networks], out)
@@ -367,6 +371,45 @@ def _train_and_report(
     _plot(rows, prepared.table is not None, out / "compare.png", objective, result["summary"]["frontier"])
     folder.write_result(result)
     return result
+
+
+#: Written into a training run copied from ``--random-from``'s folder: where it came from.
+REUSED_FROM = "reused_from.json"
+
+
+def adopt_trainings(source: Path, config: CompareRunConfig, jobs: list[dict[str, Any]]) -> int:
+    """Copy into this comparison the finished trainings of ``source`` (a comparison or a ``nas headroom``
+    pilot, ``--random-from``) that it would repeat: the same network, recipe, data (fingerprint), step
+    limit and seed. Returns how many of this comparison's trainings came from there (copied now or on an
+    earlier run of it). A training is deterministic given those, so a copy is the training itself."""
+    try:
+        plan = json.loads((source / PLAN).read_text(encoding="utf-8"))
+        other = plan["config"]
+        same_training = (
+            recipe_from_saved(other["recipe"]) == config.recipe
+            and other.get("data") == config.data
+            and other.get("data_fingerprint") == config.data_fingerprint
+            and other.get("max_steps") == config.max_steps
+        )
+        runs = {}  # (digest, seed) -> that training's run folder in source
+        for network in plan["networks"]:
+            for k in range(int(other.get("seeds", 1))):
+                runs[(network["digest"], int(other["seed"]) + k)] = source / "runs" / seed_run_name(network["name"], k)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NasError(f"{source / PLAN}: corrupt plan ({type(exc).__name__}: {exc})") from None
+    reused = 0
+    for job in jobs:
+        run = Path(job["run"])
+        if (run / REUSED_FROM).exists():
+            reused += 1
+            continue
+        origin = runs.get((ArchConfig.from_dict(job["arch"]).digest, job["seed"])) if same_training else None
+        if origin is None or run.exists() or not RunFolder(origin).finished:
+            continue
+        shutil.copytree(origin, run, ignore=shutil.ignore_patterns(".lock"))
+        write_json(run / REUSED_FROM, {"path": str(origin)})
+        reused += 1
+    return reused
 
 
 def comparison_summary(rows: list[dict], with_supernet: bool) -> dict[str, Any]:
@@ -495,9 +538,9 @@ def _draws_words(draws: dict) -> str:
     """How a comparison's random networks were chosen, in words."""
     if "random_from" in draws:
         source = draws["random_from"]
-        return (
-            f"reused from comparison {source['path']} (plan.json digest {source['plan_digest']}): "
-            "not an independent draw"
+        reused = source.get("trainings_reused")
+        return f"reused from {source['path']} (plan.json digest {source['plan_digest']}): not an independent draw" + (
+            f"; {reused} of their trainings copied from there (same recipe, data and seed)" if reused else ""
         )
     if draws.get("seed_only"):
         return (

@@ -384,6 +384,8 @@ class Trainer:
             "data_ms": 1000 * window.data_s / max(window.steps, 1),
             **self.step_record(),
         }
+        if self.device.type == "cuda":  # the most the caching allocator has held for tensors so far
+            record["peak_memory_mb"] = torch.cuda.max_memory_allocated(self.device) / 2**20
         self.folder.log(record)
         if curves is not None:
             curves.add("train", {k: v for k, v in record.items() if k not in ("step", "epoch")}, self.step)
