@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
         "--price-size", type=image_size, help="input size cost is priced at (default: the recipe's img_size)"
     )
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
-    p.add_argument("--data", help="image folder or shards (default: scikit-learn's digits)")
+    p.add_argument("--data", help="image folder (default: scikit-learn's digits)")
     p.add_argument("--out", required=True, help="the pilot's folder")
     add_pool_args(p, "pilot")
     add_recipe_overrides(p)
