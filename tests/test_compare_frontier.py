@@ -88,7 +88,9 @@ def test_random_from_reuses_the_networks_and_is_recorded(tiny_search, tiny_compa
     digest = file_digest(tiny_comparison / "plan.json")
     assert plan["random_from"] == {"path": str(tiny_comparison), "plan_digest": digest} and "draw_seed" not in plan
     assert plan["config"]["random_from"] == str(tiny_comparison) and plan["config"]["random_from_digest"] == digest
-    assert result["draws"] == {"random_from": plan["random_from"]}
+    # same recipe, data and seed: every training (the searched network's too: the same one) is copied
+    assert result["draws"] == {"random_from": {**plan["random_from"], "trainings_reused": 3}}
+    assert [r["top1_seeds"] for r in result["rows"][1:]] == [r["top1_seeds"] for r in first["rows"][1:]]
     assert "not an independent draw" in result["sources"]["sampling"]
     # The first comparison drew its own (recorded), as does one of another seed.
     first_plan = json.loads((tiny_comparison / "plan.json").read_text())

@@ -55,7 +55,7 @@ def test_pilot_then_a_comparison_that_reuses_its_trainings(tmp_path, capsys):
     assert main([*argv, "--random-from", str(pilot), "--max-steps", "2", "--out", str(compare), "--json"]) == 0
     compared = json.loads(capsys.readouterr().out)
     assert compared["draws"]["random_from"]["trainings_reused"] == 4
-    assert "4 of their trainings copied from there" in compared["sources"]["sampling"]
+    assert "4 trainings copied from there" in compared["sources"]["sampling"]
     by_digest = {r["digest"]: r["top1_seeds"] for r in rows}
     assert [r["top1_seeds"] for r in compared["rows"][1:]] == [by_digest[r["digest"]] for r in compared["rows"][1:]]
     assert (compare / "runs" / "random-0-seed1" / "reused_from.json").exists()

@@ -540,7 +540,7 @@ def _draws_words(draws: dict) -> str:
         source = draws["random_from"]
         reused = source.get("trainings_reused")
         return f"reused from {source['path']} (plan.json digest {source['plan_digest']}): not an independent draw" + (
-            f"; {reused} of their trainings copied from there (same recipe, data and seed)" if reused else ""
+            f"; {reused} trainings copied from there (same network, recipe, data and seed)" if reused else ""
         )
     if draws.get("seed_only"):
         return (
