@@ -425,6 +425,28 @@ BAD_INPUTS = [
     (["compare", "--searched", *S0, "--workers", "-2"], "integer of 0 or more"),
     (["compare", "--searched", *S0, "--objective", "mes"], "needs --device"),
     (["compare", "--searched", *S0, "--epochs", "0"], "--epochs must be at least 1"),
+    # headroom
+    (["headroom", "--space", "efficientformerv2-tiny", "--objective", "params", "--target", "4e5"], "--out"),
+    (
+        [
+            "headroom",
+            "--space",
+            "efficientformerv2-tiny",
+            "--objective",
+            "params",
+            "--target",
+            "4e5",
+            "--out",
+            "p",
+            "--seeds",
+            "1",
+        ],
+        "--seeds must be at least 2",
+    ),
+    (
+        ["headroom", "--space", "efficientformerv2-tiny", "--objective", "latency", "--target", "1", "--out", "p"],
+        "needs --device",
+    ),
     (["export", *S0, "--format", "tflite", "--out", "m"], "invalid choice: 'tflite'"),
     (
         ["export", *S0, "--format", "onnx", "--out", "m.onnx", "--checkpoint", "TRUNCATED_CKPT"],

@@ -77,12 +77,7 @@ class GreedyStrategy:
             )
             curves.add("search", {"accuracy": accuracy, **cost(arch).to_dict()}, step)
 
-        if state is not None:
-            log_point(state)
-
-        def save(current: SearchState) -> None:
-            write_text_atomic(state_path, current.to_json())
-            clock.tick()
+        def write_log(current: SearchState) -> None:
             write_text_atomic(
                 run / "search.jsonl",
                 "".join(
@@ -90,6 +85,16 @@ class GreedyStrategy:
                     for s in current.steps
                 ),
             )
+
+        if state is not None:
+            # A kill between state.json and search.jsonl leaves the log a step short; the state is the truth.
+            write_log(state)
+            log_point(state)
+
+        def save(current: SearchState) -> None:
+            write_text_atomic(state_path, current.to_json())
+            clock.tick()
+            write_log(current)
             log_point(current)
 
         try:
