@@ -22,18 +22,7 @@ from supernets import build_static
 
 FIXTURES = Path(__file__).parent / "fixtures" / "executorch"
 #: A few blocks only, so that lowering every one of them (seconds each) stays short.
-MICRO_SPACE = """\
-family: efficientformerv2
-description: a handful of blocks for the xnnpack table test
-stages:
-  - {depths: [1], widths: [16], expansion_ratios: [2], attention: [0]}
-  - {depths: [1], widths: [24], expansion_ratios: [2], attention: [0]}
-  - {depths: [1], widths: [32], expansion_ratios: [2], attention: [0]}
-  - {depths: [1, 2], widths: [48], expansion_ratios: [2, 4], attention: [0, 1]}
-members:
-  micro_max: {depths: [1, 1, 1, 2], widths: [16, 24, 32, 48], attention: [0, 0, 0, 1],
-              hidden_widths: [[32], [48], [64], [192, 192]]}
-"""
+MICRO_SPACE = FIXTURES.parent / "efficientformerv2-micro.yaml"
 
 
 def _one_per_kind(space_name: str, img_size: int = 32):
@@ -105,8 +94,7 @@ def test_export_executorch_matches_pytorch_logits(tmp_path, capsys):
 
 
 def test_xnnpack_table_is_measured_labelled_and_checked(tmp_path, capsys):
-    space = tmp_path / "micro.yaml"
-    space.write_text(MICRO_SPACE)
+    space = MICRO_SPACE
     out = tmp_path / "xnnpack.json"
     timing = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
     # one calibration network besides the largest and smallest, no check here: check-table below does it

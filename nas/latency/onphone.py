@@ -170,11 +170,13 @@ def export_blocks(
                 to_coreml(module, x, path)
             continue
         operators = path.with_suffix(".operators.json")
-        if not (path.exists() and operators.exists()):
-            lowered = xnnpack.lower(module, x)
-            write_json(operators, lowered.operators())
-            write_bytes_atomic(path, lowered.program)  # last: a program on disk has its operators beside it
-        item["operators"] = json.loads(operators.read_text(encoding="utf-8"))
+        if path.exists() and operators.exists():
+            item["operators"] = json.loads(operators.read_text(encoding="utf-8"))
+            continue
+        lowered = xnnpack.lower(module, x)
+        item["operators"] = lowered.operators()
+        write_json(operators, item["operators"])
+        write_bytes_atomic(path, lowered.program)  # last: a program on disk has its operators beside it
     write_manifest(manifest, out)
     return manifest
 

@@ -40,7 +40,6 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.data import load_splits
 from nas.latency import LatencyTable
-from nas.latency.predicted import keep, table_for
 from nas.metrics import count_macs
 from nas.recipe import Recipe, recipe_from_saved
 from nas.runs.checkpoint import file_digest, load_checkpoint
@@ -48,12 +47,19 @@ from nas.runs.config import CompareRunConfig
 from nas.runs.folder import COMPARISON, PLAN, RunFolder
 from nas.runs.writers import csv_text, pyplot, save_figure, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
-from nas.search.objective import Objective, cost_function, require_table
-from nas.search.resolution import price_size, resolution_words, warn_if_apart
+from nas.search.objective import Objective, require_table
+from nas.search.resolution import resolution_words
 from nas.search.sample import sample_within_budget, within_budget
 from nas.space_files import load_space
 from nas.stats import mean_std, random_frontier, searched_vs_random
-from nas.studies.jobs import seed_run_name, supernet_accuracies, train_all, train_images_words, training_job
+from nas.studies.jobs import (
+    price_networks,
+    seed_run_name,
+    supernet_accuracies,
+    train_all,
+    train_images_words,
+    training_job,
+)
 
 log = logging.getLogger(__name__)
 
@@ -193,11 +199,17 @@ def _prepare(request: CompareRequest) -> _Prepared:
     # Priced at the supernet's training size (as its search priced), else at the size the networks train at;
     # a resumed comparison keeps the size it recorded.
     trained_here = request.recipe.img_size
-    recorded = RunFolder(request.out, COMPARISON).recorded_setting("img_size", request.resume)
-    img_size = price_size(request.img_size, recorded, supernet_size or trained_here)
-    warn_if_apart(img_size, trained_here, "the networks train and are scored", "the comparison")
-    table = keep(table_for(request.device, space, img_size)) if request.device else None
-    cost = cost_function(table, img_size, num_classes)  # the budget
+    img_size, table, cost = price_networks(  # cost: the budget
+        RunFolder(request.out, COMPARISON),
+        request.resume,
+        request.img_size,
+        supernet_size or trained_here,
+        trained_here,
+        request.device,
+        space,
+        num_classes,
+        "the comparison",
+    )
     reused, reused_digest = _reused_networks(request.random_from, space) if request.random_from else (None, None)
     n_random = request.n_random if request.n_random is not None else (len(reused) if reused else 5)
     if reused is not None and n_random > len(reused):

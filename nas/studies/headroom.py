@@ -33,17 +33,15 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.data import load_splits
-from nas.latency.predicted import keep, table_for
 from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest
 from nas.runs.config import HeadroomRunConfig
 from nas.runs.folder import PILOT, RunFolder
-from nas.search.objective import Objective, cost_function, require_table
-from nas.search.resolution import price_size, warn_if_apart
+from nas.search.objective import Objective, require_table
 from nas.search.sample import sample_within_budget
 from nas.stats import headroom as margin_needed
 from nas.stats import mean_std, pooled_std
-from nas.studies.jobs import seed_run_name, train_all, training_job
+from nas.studies.jobs import price_networks, seed_run_name, train_all, training_job
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +92,18 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
     splits = load_splits(request.data, request.recipe, request.seed, hold_out_search=False)  # bad data fails here
     num_classes, fingerprint = splits.num_classes, splits.fingerprint
     del splits
-    recorded = RunFolder(request.out, PILOT).recorded_setting("img_size", request.resume)
-    img_size = price_size(request.img_size, recorded, request.recipe.img_size)
-    warn_if_apart(img_size, request.recipe.img_size, "the networks train and are scored", "the pilot")
-    table = keep(table_for(request.device, request.space, img_size)) if request.device else None
-    cost = cost_function(table, img_size, num_classes)
+    trained_here = request.recipe.img_size
+    img_size, table, cost = price_networks(
+        RunFolder(request.out, PILOT),
+        request.resume,
+        request.img_size,
+        trained_here,
+        trained_here,
+        request.device,
+        request.space,
+        num_classes,
+        "the pilot",
+    )
     config = HeadroomRunConfig(
         space=request.space.name,
         objective=objective.name,

@@ -16,12 +16,37 @@ from tqdm import tqdm
 
 from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
+from nas.core.space import SearchSpace
+from nas.latency.predicted import keep, table_for
 from nas.recipe import LOADER_WORKERS_AUTO, Recipe, recipe_from_saved
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.search.evaluator import DiskCache
+from nas.search.objective import cost_function
 from nas.search.pool import EvaluatorPool
+from nas.search.resolution import price_size, warn_if_apart
 from nas.train.fixed import FixedTrainingRequest, train_fixed
+
+
+def price_networks(
+    folder: RunFolder,
+    resume: bool,
+    given: int | None,
+    default: int,
+    trained_here: int,
+    device: str | None,
+    space: SearchSpace,
+    num_classes: int,
+    subject: str,
+) -> tuple[int, Any, Any]:
+    """Where a study of networks trained from scratch prices their cost: the size (``given``, else the one
+    a resumed ``folder`` recorded, else ``default``), warning when it is not ``trained_here``, where they
+    train and are scored; the device's table at that size (built and saved when predicted) and the cost
+    function. Returns ``(img_size, table, cost)``."""
+    img_size = price_size(given, folder.recorded_setting("img_size", resume), default)
+    warn_if_apart(img_size, trained_here, "the networks train and are scored", subject)
+    table = keep(table_for(device, space, img_size)) if device else None
+    return img_size, table, cost_function(table, img_size, num_classes)
 
 
 def training_job(

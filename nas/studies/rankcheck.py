@@ -35,7 +35,6 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.data import eval_loader, load_splits
 from nas.latency import LatencyTable
-from nas.latency.predicted import keep, table_for
 from nas.metrics import count_macs
 from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest, load_checkpoint
@@ -44,11 +43,10 @@ from nas.runs.folder import PLAN, RANKING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
-from nas.search.objective import cost_function
-from nas.search.resolution import price_size, resolution_words, warn_if_apart
+from nas.search.resolution import resolution_words
 from nas.space_files import load_space
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
-from nas.studies.jobs import supernet_accuracies, train_all, train_images_words, training_job
+from nas.studies.jobs import price_networks, supernet_accuracies, train_all, train_images_words, training_job
 from supernets import build_static
 
 
@@ -218,11 +216,17 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
     # Priced where the supernet scores (as its search priced), else where the networks train; a resumed study
     # keeps the size it recorded. Costs priced elsewhere rank a budget the networks never pay.
     trained_here = request.recipe.img_size
-    recorded = RunFolder(request.out, RANKING).recorded_setting("img_size", request.resume)
-    img_size = price_size(request.img_size, recorded, int(checkpoint["img_size"]))
-    warn_if_apart(img_size, trained_here, "the networks train and are scored", "the ranking study")
-    table = keep(table_for(request.device, space, img_size)) if request.device else None
-    cost = cost_function(table, img_size, num_classes)
+    img_size, table, cost = price_networks(
+        RunFolder(request.out, RANKING),
+        request.resume,
+        request.img_size,
+        int(checkpoint["img_size"]),
+        trained_here,
+        request.device,
+        space,
+        num_classes,
+        "the ranking study",
+    )
     context = spec.context()
     config = RankCheckRunConfig(
         space=space.name,
