@@ -29,6 +29,8 @@ CLIP_MODES = ("agc", "norm", "value")
 AMP_MODES = ("none", "bf16", "fp16")
 #: In-place distillation losses: KL divergence, or AlphaNet's adaptive alpha-divergence.
 DISTILL_DIVERGENCES = ("kl", "alpha")
+#: How trainers read a shard folder (:mod:`nas.data.shards`): as streams, or by index like a folder.
+SHARD_READINGS = ("stream", "index")
 #: ``loader_workers: auto``: worker processes chosen when the loader is built.
 LOADER_WORKERS_AUTO = "auto"
 #: The smallest input side every family's stem and four downsampling stages accept.
@@ -101,6 +103,13 @@ class Recipe:
         free=True,
         help="DataLoader worker processes (--workers is Ray's): a number, or auto: 0 for images decoded in "
         "memory, else this process's share of the cores",
+    )
+    shard_reading: str = setting(
+        "stream",
+        choices=SHARD_READINGS,
+        help="how the trainers read a shard folder: stream (each process reads its own shards in turn, a "
+        "seeded order of their own: for shards on slow or remote disks) or index (each image by one seek, "
+        "in the order the image folder gives: the folder's results). Every other command reads by index",
     )
     drop_path: float = setting(0.0, low=0, high=1, high_open=True, help="stochastic depth rate")
     # supernet training

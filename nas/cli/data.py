@@ -19,13 +19,17 @@ def add_parser(sub) -> None:
     actions = p.add_subparsers(dest="data_command", metavar="ACTION", parser_class=type(p), required=True)
     check = actions.add_parser(
         "check",
-        help="decode every image once and report what the folder holds",
+        help="decode every image once and report what the folder (or shard folder) holds",
         description="Decodes every image of DATA/train and DATA/val (or test) in worker processes and "
         "prints the images per split and class, their sizes and modes, and every corrupt file. What "
         "decoded is kept in a manifest ($NAS_DATA_CACHE, else ~/.cache/nas/data-check), so training "
-        "commands and later checks decode only new or changed files. Exit code 2 when a file is corrupt.",
+        "commands and later checks decode only new or changed files. A shard folder (nas data pack) is "
+        "checked a shard per process and its clean verdict kept by the shards' fingerprint; a corrupt "
+        "member is named by shard and member. Exit code 2 when an image is corrupt.",
     )
-    check.add_argument("data", metavar="DATA", help="image folder with train/<class>/* (and val/ or test/)")
+    check.add_argument(
+        "data", metavar="DATA", help="image folder with train/<class>/* (and val/ or test/), or a shard folder"
+    )
     check.add_argument("--workers", type=positive_int, help="processes decoding images (default: every available core)")
     add_common(check)
     check.set_defaults(handler=run_check)
@@ -34,15 +38,23 @@ def add_parser(sub) -> None:
         help="write an image folder as WebDataset tar shards (for --data on nodes without a shared file system)",
         description="Writes DATA/train/<class>/* (and DATA/val or DATA/test) as OUT/train-000000.tar ..., "
         "OUT/val-000000.tar ... and OUT/shards.json (classes, each shard's count and size, the folder's "
-        "fingerprint). Images keep their encoded bytes; training images are written in a seeded "
-        "shuffled order. `nas train-supernet` and `nas train` take OUT as --data; commands that read "
-        "images by index (search, compare, rank-check) need the folder.",
+        "fingerprint) and OUT/members.npz (where each image lies in its tar). Images keep their encoded "
+        "bytes; training images are written in a seeded shuffled order. Every command takes OUT as --data "
+        "and gets the folder's results; the trainers stream it unless --shard-reading index. Every image is "
+        "decoded first (the folder's check manifest is reused): a corrupt one is refused, or skipped with "
+        "--skip-corrupt.",
     )
     pack.add_argument("data", metavar="DATA", help="image folder with train/<class>/* (and val/ or test/)")
     pack.add_argument("--out", required=True, metavar="SHARDS", help="shard folder to write (new, empty or a pack)")
     pack.add_argument(
         "--shard-size", type=positive_int, default=1000, help="images per shard (default: 1000, ~110 MB of ImageNet)"
     )
+    pack.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="leave out images that do not decode, with a warning naming each (default: refuse the folder)",
+    )
+    pack.add_argument("--workers", type=positive_int, help="processes checking images (default: every available core)")
     add_common(pack)
     pack.set_defaults(handler=run_pack)
 
@@ -50,6 +62,7 @@ def add_parser(sub) -> None:
 def run_check(args: argparse.Namespace) -> int:
     """Run ``nas data check``: check the folder, print its summary; exit code 2 if a file is corrupt."""
     from nas.data.inspect import check_folder
+    from nas.data.shards import is_shard_folder
 
     report = check_folder(args.data, args.workers)
     lines = [f"{report['data']}  (fingerprint {report['fingerprint']})"]
@@ -74,9 +87,8 @@ def run_check(args: argparse.Namespace) -> int:
     lines += [f"  corrupt: {c['path']}: {c['error']}" for c in report["corrupt"]]
     emit(report, args.json, lines)
     if report["corrupt"]:
-        sys.stderr.write(
-            f"nas: error: {len(report['corrupt'])} corrupt images (listed above); remove or replace them\n"
-        )
+        fix = "pack the shards again from an intact folder" if is_shard_folder(args.data) else "remove or replace them"
+        sys.stderr.write(f"nas: error: {len(report['corrupt'])} corrupt images (listed above); {fix}\n")
         return 2
     return 0
 
@@ -85,12 +97,20 @@ def run_pack(args: argparse.Namespace) -> int:
     """Run ``nas data pack``: write DATA's shards into --out and print what was written; return the exit code."""
     from nas.data.pack import pack
 
-    index = pack(args.data, args.out, shard_size=args.shard_size, seed=args.seed)
+    index = pack(
+        args.data,
+        args.out,
+        shard_size=args.shard_size,
+        seed=args.seed,
+        skip_corrupt=args.skip_corrupt,
+        workers=args.workers,
+    )
     lines = [f"shards       {args.out}  ({len(index['classes'])} classes)"]
     for split, shards in index["splits"].items():
         images = sum(s["samples"] for s in shards)
         mb = sum(s["bytes"] for s in shards) / 2**20
         lines.append(f"{split:<12} {images} images in {len(shards)} shards ({mb:.1f} MB)")
     lines.append(f"source       {index['source']} (fingerprint {index['source_fingerprint']})")
+    lines += [f"skipped      {path} (does not decode)" for path in index["skipped"]]
     emit({"out": args.out, **index}, args.json, lines)
     return 0

@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -152,16 +153,22 @@ def _decode_chunk(task: tuple[int, list[str]]) -> tuple[int, np.ndarray]:
     return start, np.stack(arrays)
 
 
-def _pool_map(function, paths: Sequence[str], workers: int, desc: str, progress: bool):
-    """``function`` over chunks of ``paths`` (yielding (start, result) as chunks finish), in-process
-    with one worker, else in ``workers`` processes; a progress bar counts images."""
-    tasks = [(i, list(paths[i : i + CHUNK])) for i in range(0, len(paths), CHUNK)]
-    bar = tqdm(total=len(paths), desc=desc, unit="img", disable=None if progress else True, mininterval=1.0)
+def chunked(items: Sequence) -> list[tuple[int, list]]:
+    """``items`` as tasks of :data:`CHUNK`: (index of the first, the items)."""
+    return [(i, list(items[i : i + CHUNK])) for i in range(0, len(items), CHUNK)]
+
+
+def pool_map(function, tasks: list[tuple[int, Any]], total: int, workers: int, desc: str, progress: bool):
+    """``function`` over ``tasks`` (each ``(start, work)``; yielding ``(start, result)`` as tasks
+    finish, ``result`` one entry per image), in-process with one worker, else in ``workers``
+    processes; a progress bar counts ``total`` images."""
+    bar = tqdm(total=total, desc=desc, unit="img", disable=None if progress else True, mininterval=1.0)
     try:
         if workers <= 1 or len(tasks) <= 1:
             for task in tasks:
-                yield function(task)
-                bar.update(len(task[1]))
+                start, result = function(task)
+                yield start, result
+                bar.update(len(result))
             return
         # fork where there is one: workers start in milliseconds and need nothing imported again.
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -234,7 +241,8 @@ def check_images(
             "checking %d images of %s (%d reused) in %d processes", len(todo), root, len(files) - len(todo), workers
         )
         ok = np.zeros(len(todo), dtype=bool)
-        for start, found in _pool_map(_inspect_chunk, paths, workers, f"checking {Path(root).name}", progress):
+        tasks, desc = chunked(paths), f"checking {Path(root).name}"
+        for start, found in pool_map(_inspect_chunk, tasks, len(paths), workers, desc, progress):
             for offset, item in enumerate(found):
                 i = todo[start + offset]
                 if isinstance(item, str):
@@ -266,6 +274,8 @@ def decode_all(root: str | Path, files: np.ndarray, shape: tuple[int, int, int],
     in worker processes: the in-memory cache of a small data set whose images share a size."""
     pixels = np.empty((len(files), *shape), dtype=np.uint8)
     paths = [os.path.join(str(root), f.decode()) for f in files]
-    for start, block in _pool_map(_decode_chunk, paths, workers or available_cores(), "caching", progress=True):
+    for start, block in pool_map(
+        _decode_chunk, chunked(paths), len(paths), workers or available_cores(), "caching", True
+    ):
         pixels[start : start + len(block)] = block
     return pixels

@@ -8,12 +8,17 @@ shard mixes the classes), ``val-000000.tar ...`` (when the packed folder had val
 fingerprint. Each sample is the original encoded image (member ``<key>.<ext>``, not re-encoded) and
 its class index (``<key>.cls``). Reading is the ``webdataset`` package's tar reader.
 
-**Splits.** The search split is held out by a seeded hash of each sample's key: a sample belongs to
-it when ``hash(seed, key) < search_fraction`` (:func:`in_search_split`). Its size is therefore
-*expected*, not exact: ``round(search_fraction * train images)`` of shards.json's counts, give or
-take a binomial spread (about ``sqrt(n f (1 - f))`` images). Training streams skip those samples;
-the search split's stream takes only them. This is not the folder's split (a seeded permutation):
-a supernet trained on shards holds out other images than one trained on their folder.
+**Members.** ``members.npz`` (written by the pack, listed in ``shards.json`` with its size) holds,
+per split and per position of its stream (the shards in order, their samples in order), the image's
+index in the packed folder's listing, its class, its shard and the byte offset and size of its
+encoded bytes in that tar. So a shard folder is also read by index, each image by one seek into a
+tar (:class:`MemberTable`): every command that picks images by position (a search's scored and
+calibration images, a study's validation) reads the images the folder would give it, in the same
+order, and gets the same results.
+
+**Splits.** The search split is the folder's (:func:`nas.data.splits.search_split`: a seeded
+``search_fraction`` of the training listing), whichever way the shards are read: a training stream
+skips the positions whose image it holds, the search split's stream takes only those.
 
 **An epoch.** Every rank runs ``batches_per_epoch = expected training images // (batch_size *
 world)`` steps. The epoch's shards are concatenated in a seeded order (seed, epoch); every rank
@@ -57,6 +62,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from nas.core.errors import NasError
+from nas.data.splits import search_split
 from nas.data.workers import loader_options, resolve_workers
 from nas.recipe import Recipe
 
@@ -64,8 +70,10 @@ log = logging.getLogger(__name__)
 
 #: The file that makes a folder a shard folder.
 INDEX = "shards.json"
-#: What ``shards.json`` says it is, and the version of its layout this code reads.
-FORMAT, VERSION = "nas-shards", 1
+#: Where every member of every split is (module docstring).
+MEMBERS = "members.npz"
+#: What ``shards.json`` says it is, and the version of its layout this code reads (2: with members.npz).
+FORMAT, VERSION = "nas-shards", 2
 #: Encoded images each loader worker shuffles among (about 110 MB of ImageNet JPEGs).
 SHUFFLE_BUFFER = 1000
 #: The class member of every sample.
@@ -77,24 +85,9 @@ def is_shard_folder(data: str | None) -> bool:
     return data is not None and (Path(data) / INDEX).is_file()
 
 
-def refuse_shards(data: str | None, what: str, fix: str = "give it the image folder instead") -> None:
-    """One line if ``data`` is a shard folder: ``what`` reads images by index, which a stream cannot
-    serve; ``fix`` says what to do (the folder the shards were packed from is named after it)."""
-    if is_shard_folder(data):
-        source = ShardIndex.load(data).source or "the image folder they were packed from"
-        raise NasError(
-            f"{data}: a shard folder is read as a stream, in order; {what} reads images by index: {fix} ({source})"
-        )
-
-
 def stable_hash(text: str) -> int:
     """A 64-bit hash of ``text``, the same in every process and Python version (unlike ``hash``)."""
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-
-
-def in_search_split(key: str, seed: int, fraction: float) -> bool:
-    """Whether the sample ``key`` is held out as the search split for ``seed`` (probability ``fraction``)."""
-    return stable_hash(f"search/{seed}/{key}") < fraction * 2**64
 
 
 @dataclass(frozen=True)
@@ -108,7 +101,7 @@ class Shard:
 
 @dataclass(frozen=True)
 class ShardIndex:
-    """A shard folder's ``shards.json``, its shards checked to exist with the listed sizes."""
+    """A shard folder's ``shards.json``, its shards and member table checked to exist with the listed sizes."""
 
     root: str
     classes: tuple[str, ...]
@@ -148,19 +141,17 @@ class ShardIndex:
                 raw.get("source_fingerprint", ""),
                 int(raw.get("seed", 0)),
             )
+            members_bytes = int(raw["members"]["bytes"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise NasError(f"{path}: not a readable shard index ({exc}); pack the folder again") from None
         if not index.train:
             raise NasError(f"{path}: lists no training shards; pack a folder with train/<class>/<image>")
-        for shard in (*index.train, *index.val):
-            shard_path = Path(shard.path)
-            if not shard_path.is_file():
-                raise NasError(f"{shard_path}: shard missing (listed in {path}); copy it again or pack again")
-            if shard_path.stat().st_size != shard.size:
-                raise NasError(
-                    f"{shard_path}: {shard_path.stat().st_size} bytes, {path} says {shard.size}; "
-                    "copy it again or pack again"
-                )
+        listed = [(Path(s.path), s.samples, s.size) for s in (*index.train, *index.val)]
+        for file, _, size in [*listed, (root / MEMBERS, 0, members_bytes)]:
+            if not file.is_file():
+                raise NasError(f"{file}: missing (listed in {path}); copy it again or pack again")
+            if file.stat().st_size != size:
+                raise NasError(f"{file}: {file.stat().st_size} bytes, {path} says {size}; copy it again or pack again")
         return index
 
     def fingerprint(self) -> str:
@@ -172,42 +163,113 @@ class ShardIndex:
             h.update(f"{Path(shard.path).name}:{shard.samples}:{shard.size}\n".encode())
         return h.hexdigest()[:16]
 
+    def shards(self, split: str) -> tuple[Shard, ...]:
+        return self.train if split == "train" else self.val
+
+    def members(self, split: str) -> MemberTable:
+        """Where each image of ``split`` is, in stream order (:data:`MEMBERS`); one line if unreadable."""
+        path = Path(self.root) / MEMBERS
+        shards = self.shards(split)
+        try:
+            with np.load(path) as arrays:
+                columns = [arrays[f"{split}_{name}"] for name in ("shard", "offset", "size", "label", "index")]
+                table = MemberTable(tuple(s.path for s in shards), *columns, np.arange(len(columns[0])))
+        except (OSError, ValueError, KeyError) as exc:
+            raise NasError(f"{path}: not a readable member table ({exc}); pack the folder again") from None
+        if len(table) != sum(s.samples for s in shards) or (len(table) and table.shard.max() >= len(shards)):
+            raise NasError(f"{path}: its {split} members do not match {INDEX}; pack the folder again")
+        return table
+
+
+@dataclass(frozen=True, eq=False)
+class MemberTable:
+    """Images inside tar shards: per image its shard (an index into ``paths``), the offset and size of
+    its encoded bytes, its class and its index in the packed folder's listing. Read by one seek."""
+
+    paths: tuple[str, ...]
+    shard: np.ndarray  # int32
+    offset: np.ndarray  # int64
+    size: np.ndarray  # int64
+    label: np.ndarray  # int32
+    index: np.ndarray  # int64: the image's position in the folder's listing of its split
+    position: np.ndarray  # int64: its position in the split's stream (the shards in order)
+
+    def __len__(self) -> int:
+        return len(self.shard)
+
+    def take(self, rows: np.ndarray) -> MemberTable:
+        """The images at ``rows`` (an index array), in that order."""
+        pick = (self.shard, self.offset, self.size, self.label, self.index, self.position)
+        return MemberTable(self.paths, *(array[rows] for array in pick))
+
+    def in_folder_order(self) -> MemberTable:
+        """The same images in the packed folder's listing order (the order an image folder is read in)."""
+        return self.take(np.argsort(self.index, kind="stable"))
+
+    def read(self, row: int) -> bytes:
+        """The encoded bytes of image ``row`` (opened per read: safe in forked loader workers)."""
+        path = self.paths[int(self.shard[row])]
+        try:
+            with open(path, "rb") as tar:
+                tar.seek(int(self.offset[row]))
+                data = tar.read(int(self.size[row]))
+        except OSError as exc:
+            raise NasError(f"{path}: cannot read ({exc.strerror or exc}); copy it again or pack again") from None
+        if len(data) != int(self.size[row]):
+            raise NasError(f"{path}: shorter than {INDEX} says; copy it again or pack again")
+        return data
+
+    def member_name(self, row: int) -> str:
+        """The tar member name of image ``row``, read from its header (the 512 bytes before its data)."""
+        try:
+            with open(self.paths[int(self.shard[row])], "rb") as tar:
+                tar.seek(int(self.offset[row]) - 512)
+                return tar.read(100).split(b"\0", 1)[0].decode(errors="replace")
+        except (OSError, ValueError):
+            return f"at byte {int(self.offset[row])}"
+
+    def image(self, row: int) -> Image.Image:
+        """Image ``row`` decoded to RGB; bytes that do not decode are one line naming shard and member."""
+        try:
+            with Image.open(io.BytesIO(self.read(row))) as img:
+                return img.convert("RGB")
+        except (OSError, SyntaxError, ValueError) as exc:  # PIL: truncated, corrupt or not an image
+            raise NasError(self.undecodable(row, exc)) from None
+
+    def undecodable(self, row: int, exc: BaseException) -> str:
+        reason = "not an image PIL recognises" if isinstance(exc, UnidentifiedImageError) else exc
+        return (
+            f"{self.paths[int(self.shard[row])]}: member {self.member_name(row)}: cannot decode ({reason}); "
+            "pack the shards again from an intact folder"
+        )
+
 
 class ShardSource:
-    """One split of a shard folder: its shards and which of their samples it takes: ``"all"``, the
-    ``"train"`` split (search split held out) or the ``"search"`` split. ``len()`` is the expected
-    count (module docstring)."""
+    """One split of a shard folder read as a stream: its shards and which positions of their stream it
+    takes (``kept``, a boolean per position; None: all). ``len()`` is how many it takes."""
 
-    def __init__(
-        self,
-        index: ShardIndex,
-        shards: tuple[Shard, ...],
-        take: str = "all",
-        seed: int = 0,
-        fraction: float = 0.0,
-        name: str = "",
-    ):
-        self.index, self.shards, self.take, self.seed, self.fraction = index, shards, take, seed, fraction
+    def __init__(self, index: ShardIndex, shards: tuple[Shard, ...], kept: np.ndarray | None = None, name: str = ""):
+        self.index, self.shards, self.kept = index, shards, kept
         self.classes, self.name = list(index.classes), name
-        total = sum(s.samples for s in shards)
-        held_out = int(round(fraction * total)) if take != "all" else 0
-        self.expected = {"all": total, "train": total - held_out, "search": held_out}[take]
+        self.starts = dict(zip((s.path for s in shards), np.cumsum([0] + [s.samples for s in shards]).tolist()))
+        self.expected = int(kept.sum()) if kept is not None else sum(s.samples for s in shards)
 
     def __len__(self) -> int:
         return self.expected
 
-    def keep(self, key: str) -> bool:
-        """Whether this split takes the sample ``key``."""
-        if self.take == "all":
-            return True
-        return in_search_split(key, self.seed, self.fraction) == (self.take == "search")
+    def keep(self, sample: dict[str, Any]) -> bool:
+        """Whether this split takes ``sample`` (by its position in the split's stream)."""
+        return self.kept is None or bool(self.kept[sample["__position__"]])
 
     def read(self, shard: Shard, skip: int = 0) -> Iterator[dict[str, Any]]:
         """The raw samples of ``shard`` from its ``skip``-th on (skipped ones are read, not kept),
-        whether or not this split takes them; an unreadable tar is one line naming it."""
+        whether or not this split takes them, each with its ``__position__`` in the split's stream;
+        an unreadable tar is one line naming it."""
+        start = self.starts[shard.path]
         try:
             for position, sample in enumerate(webdataset.tariterators.tarfile_samples([{"url": shard.path}])):
                 if position >= skip:
+                    sample["__position__"] = start + position
                     yield sample
         except (tarfile.TarError, OSError, ValueError) as exc:
             raise NasError(f"{shard.path}: cannot read the shard ({exc}); copy it again or pack again") from None
@@ -314,7 +376,7 @@ class ShardTrainStream(IterableDataset):
         """The samples this split takes (one line if a whole pass of the shards holds none)."""
         total, missed = sum(s.samples for s in self.source.shards), 0
         for sample in samples:
-            if self.source.keep(sample["__key__"]):
+            if self.source.keep(sample):
                 missed = 0
                 yield sample
             else:
@@ -364,7 +426,7 @@ class ShardEvalStream(IterableDataset):
     def _kept(self, shards) -> Iterator[dict[str, Any]]:
         for shard in shards:
             for sample in self.source.read(shard):
-                if self.source.keep(sample["__key__"]):
+                if self.source.keep(sample):
                     yield sample
 
     def __iter__(self):
@@ -403,30 +465,32 @@ class ShardLoader:
 
 
 def shard_splits(
-    data: str, recipe: Recipe, seed: int, hold_out_search: bool = True
+    index: ShardIndex, recipe: Recipe, seed: int, hold_out_search: bool = True
 ) -> tuple[ShardSource, ShardSource, ShardSource, str]:
-    """Train, search and validation splits of the shard folder ``data``, and what "val" is
-    (:func:`nas.data.source.load_splits`'s rules: the search split held out, by hash; without val
+    """Train, search and validation splits of the shard folder ``index`` read as streams
+    (:func:`nas.data.source.load_splits`'s rules: the folder's search split held out; without val
     shards, validation is the search split)."""
     if recipe.train_images:
         raise NasError(
-            f"{data}: train_images (a class-balanced subset) picks images by index; "
-            "a shard folder streams them: set train_images to 0 or give the image folder"
+            f"{index.root}: train_images (a class-balanced subset) picks images by index; streamed shards "
+            "cannot: set train_images to 0, or shard_reading to index"
         )
-    index = ShardIndex.load(data)
-    fraction = recipe.search_fraction
-    search = ShardSource(index, index.train, "search", seed, fraction, "search split")
-    train = ShardSource(index, index.train, "train", seed, fraction, "train split")
-    val = ShardSource(index, index.val, "all", name=f"{index.val_folder} shards") if index.val else None
+    folder_index = index.members("train").index
+    held_out = np.zeros(len(folder_index), dtype=bool)
+    held_out[search_split(len(folder_index), recipe.search_fraction, seed)] = True
+    in_search = held_out[folder_index]  # per stream position
+    search = ShardSource(index, index.train, in_search, "search split")
+    train = ShardSource(index, index.train, ~in_search, "train split")
+    val = ShardSource(index, index.val, name=f"{index.val_folder} shards") if index.val else None
     if not hold_out_search and val is not None:
-        train = ShardSource(index, index.train, "all", name="train shards")
+        train = ShardSource(index, index.train, name="train shards")
     val_name = (
         f"{index.val_folder}/ folder (shards)" if val is not None else "the search split (no val/ or test/ shards)"
     )
     log.info(
-        "%s: %d training images in %d shards (%d expected in the search split), %d validation",
-        data,
-        sum(s.samples for s in index.train),
+        "%s: %d training images in %d shards (%d in the search split), %d validation, streamed",
+        index.root,
+        len(folder_index),
         len(index.train),
         len(search),
         len(val) if val is not None else 0,

@@ -5,7 +5,9 @@ search and validation.
 seeded split holds ``search_fraction`` of the training folder out as the **search split** (the
 papers search on held-out training images, never on the validation set). Without a path the
 built-in digits of scikit-learn are used (8x8 grey images, upscaled), so every command runs on a
-fresh machine with no download. A shard folder (``nas data pack``) is read by :mod:`nas.data.shards`.
+fresh machine with no download. A shard folder (``nas data pack``, :mod:`nas.data.shards`) is read
+by index from its tars (the same images, in the same order, as the folder it was packed from), or
+streamed to the trainers (``shard_reading: stream``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from PIL import Image
 
 from nas.core.errors import NasError
 from nas.data.check import check_images, decode_all
-from nas.data.shards import ShardIndex, ShardSource, is_shard_folder, refuse_shards, shard_splits
+from nas.data.shard_check import check_shards, decode_members
+from nas.data.shards import MemberTable, ShardIndex, ShardSource, is_shard_folder, shard_splits
+from nas.data.splits import search_split
 from nas.data.workers import cores_per_process
 from nas.recipe import Recipe
 
@@ -35,7 +39,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 class ImageSource:
-    """Labelled images, by path or decoded in memory.
+    """Labelled images: by path, decoded in memory, or as members of tar shards (``members``).
 
     Memory stays flat in the number of images: a folder's files are one NumPy array of relative
     paths (``root``-relative bytes) with their sizes and modification times, and the labels one
@@ -53,10 +57,12 @@ class ImageSource:
         mtimes: np.ndarray | None = None,
         pixels: np.ndarray | None = None,
         name: str = "",
+        members: MemberTable | None = None,
     ):
         self.classes, self.name = classes, name
         self.labels = np.asarray(labels, dtype=np.int32)
         self.root, self.files, self.sizes, self.mtimes, self.pixels = root, files, sizes, mtimes, pixels
+        self.members = members
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -76,6 +82,8 @@ class ImageSource:
     def image(self, index: int) -> Image.Image:
         if self.pixels is not None:
             return Image.fromarray(self.pixels[index])
+        if self.members is not None:
+            return self.members.image(index)
         path = self.path(index)
         try:
             with Image.open(path) as img:
@@ -99,6 +107,7 @@ class ImageSource:
             mtimes=pick(self.mtimes),
             pixels=pick(self.pixels),
             name=name,
+            members=None if self.members is None else self.members.take(indices),
         )
 
 
@@ -234,15 +243,23 @@ def load_splits(
     them, such as a search's evaluators; a corrupt one fails when it is read. ``once`` runs the
     check in one process of a distributed job and hands its result to all (``DistEnv.on_main``).
 
-    A shard folder (``shards.json``, :mod:`nas.data.shards`) gives streamed splits, for the trainers
-    only (``allow_shards``); every other reader takes images by index and is refused with one line."""
+    A shard folder (``shards.json``, :mod:`nas.data.shards`) is read by index from its tars: the
+    same images in the same order as its source folder, so every result is the folder's. Trainers
+    (``allow_shards``) stream it instead when the recipe's ``shard_reading`` is ``stream``."""
     if not 0 < recipe.search_fraction < 1:
         raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
-    if is_shard_folder(data):
-        if not allow_shards:
-            refuse_shards(data, "this command")
-        return Splits(*shard_splits(data, recipe, seed, hold_out_search), ShardIndex.load(data).fingerprint())
-    if data is None:
+    shard_index = ShardIndex.load(data) if is_shard_folder(data) else None
+    stream = shard_index is not None and allow_shards and recipe.shard_reading == "stream"
+    if shard_index is not None:
+        fingerprint = shard_index.fingerprint()
+        full = _shard_images(shard_index, "train", f"{data} (train shards)")
+        val = (
+            _shard_images(shard_index, "val", f"{data} ({shard_index.val_folder} shards)") if shard_index.val else None
+        )
+        val_name = (
+            f"{shard_index.val_folder}/ folder (shards)" if val is not None else "the search split (no val shards)"
+        )
+    elif data is None:
         full = _digits()
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(full))
@@ -260,12 +277,15 @@ def load_splits(
         if val is not None and val.classes != full.classes:
             raise NasError(f"{root / val_split}: its classes differ from {root / 'train'}")
         val_name = f"{val_split}/ folder" if val_split else "the search split (no val/ or test/ folder)"
+    if decode_all and shard_index is not None:  # shards are checked whole (their verdict is kept whole)
+        _check_and_cache_shards(shard_index, {} if stream else {"train": full, "val": val}, recipe, once, check_workers)
+    if stream:
+        return Splits(*shard_splits(shard_index, recipe, seed, hold_out_search), fingerprint)
     if decode_all and not recipe.train_images:
         _check_and_cache([full] if val is None else [full, val], recipe, once, check_workers)
-    order = np.random.default_rng(seed + 1).permutation(len(full))
-    n_search = max(1, int(round(recipe.search_fraction * len(full))))
-    search = full.subset(np.sort(order[:n_search]), "search split")
-    train = full.subset(np.sort(order[n_search:]), "train split")
+    held_out = search_split(len(full), recipe.search_fraction, seed)
+    search = full.subset(held_out, "search split")
+    train = full.subset(np.setdiff1d(np.arange(len(full)), held_out, assume_unique=True), "train split")
     if not hold_out_search and val is not None:
         train = full
     if recipe.train_images:
@@ -277,6 +297,40 @@ def load_splits(
             read = [train] + ([search] if hold_out_search or val is None else []) + ([val] if val is not None else [])
             _check_and_cache(read, recipe, once, check_workers)
     return Splits(train, search, val if val is not None else search, val_name, fingerprint)
+
+
+def _shard_images(index: ShardIndex, split: str, name: str) -> ImageSource:
+    """A split of a shard folder as images read by index, in the packed folder's listing order."""
+    members = index.members(split).in_folder_order()
+    return ImageSource(list(index.classes), members.label, name=name, members=members)
+
+
+def _check_and_cache_shards(
+    index: ShardIndex,
+    sources: dict[str, ImageSource | None],
+    recipe: Recipe,
+    once: Callable | None,
+    workers: int | None,
+) -> None:
+    """The decode check of every member of the shards ``index`` (once per shard folder: its clean
+    verdict is kept), then the in-memory cache of each of ``sources`` (by split; read by index) whose
+    images share a size and fit in ``cache_max_mb``."""
+
+    def check():
+        return check_shards(index, workers)
+
+    result = once(check) if once is not None else check()
+    result.raise_if_corrupt()
+    for split, source in sources.items():
+        if source is None or not recipe.cache_images or not len(source):
+            continue
+        widths, heights = result.image_sizes(split, source.members)
+        size_mb = len(source) * int(widths[0]) * int(heights[0]) * 3 / 2**20
+        if (widths != widths[0]).any() or (heights != heights[0]).any() or size_mb > recipe.cache_max_mb:
+            log.info("%s: images differ in size or exceed cache_max_mb; decoding on the fly", source.name)
+            continue
+        source.pixels = decode_members(source.members, (int(heights[0]), int(widths[0]), 3), cores_per_process())
+        log.info("%s: cached %d images (%.0f MB)", source.name, len(source), size_mb)
 
 
 def _check_and_cache(sources: list[ImageSource], recipe: Recipe, once: Callable | None, workers: int | None) -> None:

@@ -20,7 +20,6 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
-from nas.data.shards import refuse_shards
 from nas.evaluate import subnet_accuracy
 from nas.recipe import recipe_from_saved
 from nas.runs.checkpoint import file_digest, load_checkpoint
@@ -127,8 +126,6 @@ class EvalSpec:
             command = raw.get("command") if isinstance(raw, dict) else None
             raise NasError(f"{folder.path}: not a supernet run (config.yaml says {command!r})")
         config = run_config_from(raw, config_path, SupernetRunConfig)
-        # Before any folder is written or worker started: sub-networks are scored on images read by index.
-        refuse_shards(config.data, "scoring its sub-networks", "train the supernet on the image folder to search it")
         space = config.space_file if config.space_file and Path(config.space_file).exists() else config.space
         return cls(
             str(folder.checkpoint),
