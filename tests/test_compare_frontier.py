@@ -17,7 +17,8 @@ from nas.search.objective import cost_function
 from nas.search.sample import sample_within_budget
 from nas.space_files import load_space
 from nas.stats import random_frontier
-from nas.studies.compare import CompareRequest, _plan, _prepare, draw_seed
+from nas.studies.compare import CompareRequest, _prepare
+from nas.studies.compare_plan import draw_seed, plan_networks
 
 SPACE = "efficientformerv2-tiny"
 
@@ -44,7 +45,7 @@ def _planned(searched: ArchConfig, seed: int, tmp_path) -> tuple[float, list[str
         objective="mes",
         device="iphone12",
     )
-    objective, networks, draws = _plan(request, _prepare(request))
+    objective, networks, draws = plan_networks(request, _prepare(request))
     assert [n for n, _ in networks] == ["searched", "random-0", "random-1", "random-2"]
     return objective.target, [a.digest for _, a in networks[1:]], draws["draw_seed"]
 
@@ -256,7 +257,7 @@ def test_a_comparison_at_equal_predicted_latency(tiny_search, tmp_path, capsys):
 def test_committed_comparisons_that_share_draws_count_as_one():
     from pathlib import Path
 
-    from nas.studies.compare import draw_groups
+    from nas.studies.compare_plan import draw_groups
 
     results = Path(__file__).parent.parent / "docs" / "results"
     randoms = {

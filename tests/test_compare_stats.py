@@ -53,7 +53,7 @@ def test_degenerate_margins_are_not_estimable():
     assert lone["margin_over_best_random_ci"] is not None  # one network still has a Welch interval
     row = {"network": "searched", "top1": 0.8, "top1_seeds": [0.8], "supernet_top1": None}
     summary = {"summary": {"searched_top1": 0.8, "random_top1_mean": 0.7, "random_top1_std": 0.0}}
-    from nas.studies.compare import summary_line
+    from nas.studies.compare_report import summary_line
 
     rows = [row, {**row, "network": "random-0", "top1": 0.7, "top1_seeds": [0.7]}]
     summary["summary"] = searched_vs_random(rows, with_supernet=False)
@@ -194,7 +194,7 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
 
 
 def test_compare_table_shows_latency_intervals():
-    from nas.studies.compare import table_lines, to_csv
+    from nas.studies.compare_report import table_lines, to_csv
 
     row = {
         "network": "searched",

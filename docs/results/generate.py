@@ -221,9 +221,9 @@ def rank_checks() -> list[dict]:
 
 def tally(compares: list[dict]) -> dict:
     """The counts the comparison verdicts quote: comparisons and independent groups (comparisons that share a
-    random network count once, :func:`nas.studies.compare.draw_groups`), wins, margins above zero, and where the
+    random network count once, :func:`nas.studies.compare_plan.draw_groups`), wins, margins above zero, and where the
     searched network lies against the random frontier."""
-    from nas.studies.compare import draw_groups
+    from nas.studies.compare_plan import draw_groups
 
     groups = draw_groups({c["name"]: c["randoms"] for c in compares})
     for i, group in enumerate(groups, 1):

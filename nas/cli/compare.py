@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
     print the table and summary; return the exit code."""
     from nas.space_files import find_space
-    from nas.studies.compare import CompareRequest, compare, summary_line, table_lines
+    from nas.studies.compare import CompareRequest, compare
+    from nas.studies.compare_report import summary_line, table_lines
 
     space = find_space(args.searched, args.space)
     label, arch = space.resolve(args.searched)

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas demo``: the whole pipeline on scikit-learn's digits, announcing each stage and printing
     the comparison; return the exit code."""
     from nas.recipe import load_recipe
-    from nas.studies.compare import summary_line, table_lines
+    from nas.studies.compare_report import summary_line, table_lines
     from nas.studies.demo import DemoRequest, demo
 
     recipe = load_recipe("demo")
