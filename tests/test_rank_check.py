@@ -50,7 +50,7 @@ def test_tau_difference_is_paired():
 
 
 def test_spread_indices_span_the_study():
-    from nas.studies.rankcheck import spread_indices
+    from nas.search.sample import spread_indices
 
     assert spread_indices(20, 5) == [0, 5, 10, 14, 19] and spread_indices(20, 0) == []
     assert spread_indices(5, 2) == [0, 4] and spread_indices(5, 1) == [2] and spread_indices(4, 4) == [0, 1, 2, 3]

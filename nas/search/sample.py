@@ -1,10 +1,13 @@
-"""Random sub-networks within a budget: the baseline the papers compare searched networks with."""
+"""Random sub-networks within a budget (the baseline the papers compare searched networks with), and
+sub-networks spread over the whole budget range (what a ranking study scores)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -106,3 +109,33 @@ def sample_within_budget(
         f"only {len(found)} of {n} random sub-networks of {space.name} met {objective.name} "
         f"{objective.target:g} within {100 * tolerance:g}% in {max_draws} draws; widen --tolerance"
     )
+
+
+def spread_sample(space: SearchSpace, n: int, key, rng: random.Random, pool_factor: int = 50) -> list[ArchConfig]:
+    """``n`` distinct sub-networks at evenly spaced quantiles of ``key`` among ``pool_factor * n``
+    uniform draws (and the largest and smallest networks): the whole range, not one band."""
+    pool = {
+        a.digest: a for a in [space.sample(rng) for _ in range(pool_factor * n)] + [space.largest(), space.smallest()]
+    }
+    ordered = sorted(pool.values(), key=lambda a: (key(a), a.digest))
+    if len(ordered) < n:
+        raise NasError(
+            f"space {space.name} has only {len(ordered)} distinct sub-networks in {pool_factor * n} draws; "
+            f"lower -n below {len(ordered) + 1}"
+        )
+    picks = np.unique(np.round(np.linspace(0, len(ordered) - 1, n)).astype(int))
+    chosen = [ordered[i] for i in picks]
+    rest = [a for i, a in enumerate(ordered) if i not in set(picks.tolist())]
+    while len(chosen) < n:  # rounding collided: fill from the remaining draws, in order
+        chosen.append(rest.pop(len(rest) // 2))
+    return sorted(chosen, key=lambda a: (key(a), a.digest))
+
+
+def spread_indices(n: int, k: int) -> list[int]:
+    """``k`` of ``range(n)`` evenly spaced from the first to the last: the networks (in budget order)
+    that a longer recipe checks the short one on, so the check spans the range the study does."""
+    if k <= 0:
+        return []
+    if k == 1:
+        return [n // 2]
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})

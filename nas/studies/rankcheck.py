@@ -7,7 +7,7 @@ and trains each from scratch with a short recipe, then compares rankings: Kendal
 Spearman's rho with Fisher-z intervals and top-k overlap, for the supernet and
 for rankings that cost nothing: parameters, MACs, predicted latency and two zero-cost proxies at
 initialisation, SynFlow (Tanaka et al. 2020) and the gradient norm of one batch (Abdelfattah et al.
-2021). The supernet earns its training only where its tau is clearly above theirs.
+2021; :mod:`nas.zero_cost`). The supernet earns its training only where its tau is clearly above theirs.
 
 The short recipe is itself a proxy: with ``full_recipe``, ``full_n`` of the networks, evenly spaced
 over the budget range, are also trained with it, and the tau between the short and the full ranking
@@ -26,14 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
-from nas.data import eval_loader, load_splits
+from nas.data import load_splits
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
@@ -44,91 +41,11 @@ from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.resolution import resolution_words
+from nas.search.sample import spread_indices, spread_sample
 from nas.space_files import load_space
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import price_networks, supernet_accuracies, train_all, train_images_words, training_job
-from supernets import build_static
-
-
-def spread_sample(space: SearchSpace, n: int, key, rng: random.Random, pool_factor: int = 50) -> list[ArchConfig]:
-    """``n`` distinct sub-networks at evenly spaced quantiles of ``key`` among ``pool_factor * n``
-    uniform draws (and the largest and smallest networks): the whole range, not one band."""
-    pool = {
-        a.digest: a for a in [space.sample(rng) for _ in range(pool_factor * n)] + [space.largest(), space.smallest()]
-    }
-    ordered = sorted(pool.values(), key=lambda a: (key(a), a.digest))
-    if len(ordered) < n:
-        raise NasError(
-            f"space {space.name} has only {len(ordered)} distinct sub-networks in {pool_factor * n} draws; "
-            f"lower -n below {len(ordered) + 1}"
-        )
-    picks = np.unique(np.round(np.linspace(0, len(ordered) - 1, n)).astype(int))
-    chosen = [ordered[i] for i in picks]
-    rest = [a for i, a in enumerate(ordered) if i not in set(picks.tolist())]
-    while len(chosen) < n:  # rounding collided: fill from the remaining draws, in order
-        chosen.append(rest.pop(len(rest) // 2))
-    return sorted(chosen, key=lambda a: (key(a), a.digest))
-
-
-def spread_indices(n: int, k: int) -> list[int]:
-    """``k`` of ``range(n)`` evenly spaced from the first to the last: the networks (in budget order)
-    that a longer recipe checks the short one on, so the check spans the range the study does."""
-    if k <= 0:
-        return []
-    if k == 1:
-        return [n // 2]
-    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
-
-
-def synflow(model: torch.nn.Module, img_size: int) -> float:
-    """SynFlow at initialisation: sum of |θ · ∂R/∂θ| with R the output sum of the network with all
-    parameters made positive, on an all-ones input (double precision; BatchNorm in eval mode)."""
-    model = model.double().eval()
-    signs = {}
-    with torch.no_grad():
-        for name, p in model.state_dict().items():
-            if p.is_floating_point():
-                signs[name] = torch.sign(p)
-                p.abs_()
-    model.zero_grad()
-    out = model(torch.ones(1, 3, img_size, img_size, dtype=torch.float64))
-    out = out[0] + out[1] if isinstance(out, tuple) else out
-    out.sum().backward()
-    score = sum(float((p.detach() * p.grad).abs().sum()) for p in model.parameters() if p.grad is not None)
-    return float(np.log10(score)) if score > 0 else float("-inf")
-
-
-def grad_norm(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
-    """Sum of the per-parameter gradient L2 norms of the cross-entropy of one batch, at initialisation."""
-    model = model.float().train()
-    model.zero_grad()
-    out = model(images)
-    out = (out[0] + out[1]) / 2 if isinstance(out, tuple) else out
-    torch.nn.functional.cross_entropy(out, labels).backward()
-    return float(sum(p.grad.norm() for p in model.parameters() if p.grad is not None))
-
-
-def zero_cost_proxies(
-    archs: list[ArchConfig], recipe: Recipe, data: str | None, seed: int, num_classes: int, out: Path
-) -> list[dict[str, float]]:
-    """SynFlow and gradient norm of each arch's freshly initialised static network (seeded),
-    cached in ``out/proxies.json``."""
-
-    path = out / "proxies.json"
-    cached = json.loads(path.read_text()) if path.exists() else {}
-    todo = [a for a in archs if a.digest not in cached]
-    if todo:
-        splits = load_splits(data, recipe, seed)
-        batch = next(iter(eval_loader(splits.train, recipe, list(range(min(64, len(splits.train)))))))
-        for arch in todo:
-            torch.manual_seed(seed)
-            net = build_static(arch, img_size=recipe.img_size, num_classes=num_classes)
-            grads = grad_norm(net, *batch)
-            torch.manual_seed(seed)
-            net = build_static(arch, img_size=recipe.img_size, num_classes=num_classes)
-            cached[arch.digest] = {"synflow": synflow(net, recipe.img_size), "grad_norm": grads}
-        write_json(path, cached)
-    return [cached[a.digest] for a in archs]
+from nas.zero_cost import zero_cost_proxies
 
 
 @dataclass(frozen=True)
