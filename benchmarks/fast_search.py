@@ -31,10 +31,10 @@ from nas.latency import LatencyTable
 from nas.runs.checkpoint import load_checkpoint
 from nas.runs.provenance import code_version
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec, SubnetEvaluator
-from nas.search.greedy import greedy_slim
+from nas.search.greedy.algorithm import greedy_slim
+from nas.search.greedy.screen import ScreenConfig
 from nas.search.objective import Objective, cost_function
 from nas.search.pool import EvaluatorPool
-from nas.search.screen import ScreenConfig
 
 
 def timed_search(spec, space, cost, objective, screen, workers):

@@ -34,11 +34,11 @@ from pathlib import Path
 from nas import ArchConfig
 from nas.runs.folder import SEARCH, RunFolder
 from nas.runs.provenance import code_version
+from nas.search.engine import SearchRequest, search
 from nas.search.evaluator import DiskCache, EvalSpec, Fidelity
 from nas.search.finalists import FinalScoring
 from nas.search.objective import Objective
 from nas.search.pool import EvaluatorPool
-from nas.search.run import SearchRequest, search
 
 #: label -> (strategy, options, whether it takes the budget and the seed)
 STRATEGIES = {

@@ -64,7 +64,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
         "supernets.build_supernet",
         "nas.latency.table.LatencyTable",
         "nas.train.supernet.train_supernet",
-        "nas.search.run.search",
+        "nas.search.engine.search",
         "nas.stats.welch",
     ):
         assert f'id="{name}"' in api, f"{name} is not in the API page"

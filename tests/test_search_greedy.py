@@ -4,8 +4,8 @@ import pytest
 
 from nas import NasError, load_space
 from nas.latency import LatencyTable
-from nas.search.greedy import greedy_slim, reachable_range
-from nas.search.objective import Cost, Objective, cost_function
+from nas.search.greedy.algorithm import greedy_slim
+from nas.search.objective import Cost, Objective, cost_function, reachable_range
 from nas.search.sample import sample_within_budget, within_budget
 
 MINI = """family: efficientformerv2
@@ -95,7 +95,7 @@ def test_resume_from_saved_state_gives_the_same_path(mini):
     full = greedy_slim(
         mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700), on_step=lambda s: saved.append(list(s.steps))
     )
-    from nas.search.greedy import SearchState
+    from nas.search.greedy.algorithm import SearchState
 
     partial = SearchState(full.start, full.start_accuracy, saved[1])  # stopped after step 1
     resumed = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700), state=partial)
@@ -207,7 +207,7 @@ def test_efficientformer_latency_slimming_uses_importance():
 
 
 def _main_space_search(screen, state=None, on_step=None, target=150):
-    from nas.search.screen import ScreenConfig
+    from nas.search.greedy.screen import ScreenConfig
 
     space = load_space("efficientformerv2")
     cost = cost_function(LatencyTable.load("iphone12", space))
@@ -261,7 +261,7 @@ def test_screened_greedy_ends_as_well_as_the_full_search_with_a_fraction_of_the_
 
 
 def test_a_resumed_screened_search_predicts_what_the_uninterrupted_one_did():
-    from nas.search.greedy import SearchState
+    from nas.search.greedy.algorithm import SearchState
 
     saved = []
     fast, _ = _main_space_search({"keep": 2, "explore": 1}, on_step=lambda s: saved.append(list(s.steps)))
@@ -272,7 +272,7 @@ def test_a_resumed_screened_search_predicts_what_the_uninterrupted_one_did():
 
 
 def test_screen_config_rejects_nonsense():
-    from nas.search.screen import ScreenConfig
+    from nas.search.greedy.screen import ScreenConfig
 
     with pytest.raises(NasError, match="keep and explore must be 0 or more"):
         ScreenConfig(keep=-1)

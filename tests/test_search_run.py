@@ -8,7 +8,7 @@ from helpers import copy_run, search_argv
 from nas import ArchConfig, load_space
 from nas.cli import main
 from nas.search.evaluator import EvalSpec
-from nas.search.greedy import greedy_slim
+from nas.search.greedy.algorithm import greedy_slim
 from nas.search.objective import Objective, cost_function
 from nas.search.pool import EvaluatorPool
 
@@ -156,7 +156,7 @@ def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys)
 def test_evaluator_preloads_its_images_and_scores_as_the_loaders_do(supernet_run):
     import dataclasses
 
-    from nas.evaluate import subnet_accuracy
+    from nas.scoring import subnet_accuracy
     from nas.search.evaluator import SubnetEvaluator
 
     spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1)

@@ -468,8 +468,8 @@ def test_sample_records_its_classifier_size(tmp_path, capsys):
 
 def test_bf16_autocast_on_cpu_matches_float32_within_tolerance(tmp_path):
     from nas.data import eval_loader, load_splits
-    from nas.evaluate import top1
     from nas.recipe import load_recipe
+    from nas.scoring import top1
 
     losses = {}
     for amp in ("none", "bf16"):

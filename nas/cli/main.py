@@ -6,7 +6,6 @@ import logging
 import os
 import sys
 
-from nas.allocator import retain_freed_memory
 from nas.cli import (
     build_table,
     check_table,
@@ -28,6 +27,7 @@ from nas.cli import (
 )
 from nas.cli.common import OneLineErrorParser
 from nas.core.errors import NasError
+from nas.malloc import retain_freed_memory
 
 SUBCOMMANDS = (
     profile,
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        retain_freed_memory()  # before the command's first large tensor (nas.allocator)
+        retain_freed_memory()  # before the command's first large tensor (nas.malloc)
         return int(args.handler(args) or 0)
     except NasError as exc:
         sys.stderr.write(f"nas: error: {exc}\n")

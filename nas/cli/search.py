@@ -118,9 +118,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas search`` and print its result; return the exit code."""
     from nas.core.errors import NasError
+    from nas.search.engine import SearchRequest, search
     from nas.search.finalists import FinalScoring
     from nas.search.objective import Objective
-    from nas.search.run import SearchRequest, search
     from nas.search.strategy import get_strategy, parse_assignments
 
     objective = Objective(args.objective, args.target)

@@ -20,11 +20,11 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
-from nas.evaluate import subnet_accuracy
 from nas.recipe import recipe_from_saved
 from nas.runs.checkpoint import file_digest, load_checkpoint
 from nas.runs.config import SupernetRunConfig, run_config_from
 from nas.runs.folder import CONFIG, TRAINING, RunFolder
+from nas.scoring import subnet_accuracy
 from nas.space_files import load_space
 from supernets import build_supernet
 

@@ -35,8 +35,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting, write_text_atomic
-from nas.search.greedy import AccuracyFn, CostFn
-from nas.search.objective import Objective
+from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.predictor import AccuracyPredictor, RidgePredictor, kendall_tau
 from nas.search.sample import require_band, sample_distinct
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy

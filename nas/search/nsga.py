@@ -22,8 +22,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import dump_yaml, setting, write_text_atomic
 from nas.runs.writers import pyplot, save_figure
-from nas.search.greedy import AccuracyFn, CostFn
-from nas.search.objective import Objective
+from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
 from nas.search.trials import trials_outcome, write_trials
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
+from nas.core.space import SearchSpace
 from nas.metrics import count_params, mes
 from nas.search.settings import OBJECTIVES
 
@@ -24,6 +25,12 @@ class Cost:
 
     def to_dict(self) -> dict:
         return {"params": self.params, "latency_ms": self.latency_ms, "mes": self.mes}
+
+
+#: Accuracies of sub-networks, in one batch (what a search evaluates with).
+AccuracyFn = Callable[[Sequence[ArchConfig]], list[float]]
+#: The cost of a sub-network, known without evaluating it.
+CostFn = Callable[[ArchConfig], Cost]
 
 
 @dataclass(frozen=True)
@@ -113,3 +120,21 @@ def greedy_key(drop: float, gain: float, index: int, resolution: float = 0.0) ->
     main space: 33 steps from MES 12.6 to 31, most of them one FFN notch). A measured "no drop" means a
     drop below one image, not none; so counted, the step that gains more per image it may cost wins."""
     return (max(drop, 0.0) + resolution) / gain, -gain, index
+
+
+def reachable_range(space: SearchSpace, cost: CostFn, objective: Objective) -> tuple[float, float]:
+    """The objective's values at the largest and the smallest sub-networks: every target a greedy
+    slimming from the largest can meet lies between them (params, latency and MES are monotone
+    in every shrink)."""
+    return objective.value(cost(space.largest())), objective.value(cost(space.smallest()))
+
+
+def require_reachable(space: SearchSpace, cost: CostFn, objective: Objective, start: ArchConfig | None = None) -> None:
+    """A one-line error with the reachable range if no sub-network (slimmed from ``start``) meets the target."""
+    first = objective.value(cost(start or space.largest()))
+    lo, hi = sorted((first, objective.value(cost(space.smallest()))))
+    if not (lo <= objective.target <= hi or objective.met(cost(start or space.largest()))):
+        raise NasError(
+            f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
+            f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})"
+        )

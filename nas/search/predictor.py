@@ -2,7 +2,7 @@
 
 OFA (§3.3) and HAT screen candidates with a predictor fitted on (encoding, accuracy) pairs so that
 only the promising ones are evaluated. Here the predictor is an object a strategy is handed
-(:class:`AccuracyPredictor`): greedy slimming screens its shrinks with it (:mod:`nas.search.screen`),
+(:class:`AccuracyPredictor`): greedy slimming screens its shrinks with it (:mod:`nas.search.greedy.screen`),
 evolution its children (:mod:`nas.search.evolution`). The encoding (:func:`encode`) describes an
 architecture in its space; the default model is scikit-learn's ridge regression on standardised
 features (:class:`RidgePredictor`), cheap enough to refit at every step of a search.

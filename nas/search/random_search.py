@@ -22,8 +22,7 @@ from typing import Any
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
-from nas.search.greedy import AccuracyFn, CostFn
-from nas.search.objective import Objective
+from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.sample import require_band, sample_distinct
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
 from nas.search.trials import trial_record, trials_outcome, write_trials

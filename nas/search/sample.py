@@ -14,8 +14,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.runs.checkpoint import load_checkpoint
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
-from nas.search.greedy import CostFn, require_reachable
-from nas.search.objective import Objective
+from nas.search.objective import CostFn, Objective, require_reachable
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ search`` then scores the best of those again at a higher fidelity (:mod:`nas.sea
 prints the :class:`nas.search.finalists.SearchResult` without knowing the strategy.
 
 The engine comes with ``evolution`` (constrained evolution in a budget band,
-:mod:`nas.search.evolution`), ``greedy`` (greedy slimming, :mod:`nas.search.slimming`), ``optuna``
+:mod:`nas.search.evolution`), ``greedy`` (greedy slimming, :mod:`nas.search.greedy.strategy`), ``optuna``
 (NSGA-II, :mod:`nas.search.nsga`) and ``random`` (random search in the band,
 :mod:`nas.search.random_search`). Another package adds one by naming its module in the
 ``nas.strategies`` entry-point group (the module calls :func:`register_strategy`), or by calling
@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     from nas.latency import LatencyTable
     from nas.runs.config import SearchRunConfig
     from nas.runs.provenance import RunClock
-    from nas.search.greedy import CostFn
-    from nas.search.objective import Objective
+    from nas.search.objective import CostFn, Objective
     from nas.search.pool import EvaluatorPool
 
 log = logging.getLogger(__name__)
@@ -109,7 +108,7 @@ class SearchStrategy(Protocol):
 # Built-in strategies: name -> the module that registers it when imported.
 _BUILTIN = {
     "evolution": "nas.search.evolution",
-    "greedy": "nas.search.slimming",
+    "greedy": "nas.search.greedy.strategy",
     "optuna": "nas.search.nsga",
     "random": "nas.search.random_search",
 }

@@ -32,9 +32,8 @@ from nas.latency.predicted import keep, table_for
 from nas.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS, Recipe, load_recipe
 from nas.runs.folder import COMPARISON, SEARCH, TRAINING, RunFolder
 from nas.runs.writers import write_json
-from nas.search.greedy import reachable_range
-from nas.search.objective import Objective, cost_function
-from nas.search.run import SearchRequest, search
+from nas.search.engine import SearchRequest, search
+from nas.search.objective import Objective, cost_function, reachable_range
 from nas.space_files import load_space
 from nas.studies.compare import CompareRequest, compare
 from nas.train.supernet import SupernetTrainingRequest, train_supernet

@@ -19,9 +19,9 @@ import torch.nn as nn
 
 from nas.core.arch import ArchConfig
 from nas.data import eval_loader
-from nas.evaluate import top1
 from nas.metrics import count_macs, count_params
 from nas.recipe import Recipe
+from nas.scoring import top1
 from nas.train.loop import Trainer
 from supernets import build_static
 

@@ -25,7 +25,6 @@ from tqdm import tqdm
 
 from nas.core.errors import NasError
 from nas.data import Splits, load_splits, train_loader
-from nas.evaluate import autocast_for
 from nas.recipe import Recipe
 from nas.runs.checkpoint import (
     file_digest,
@@ -38,6 +37,7 @@ from nas.runs.checkpoint import (
 from nas.runs.config import FixedRunConfig, as_dict
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.tboard import Curves
+from nas.scoring import autocast_for
 from nas.train.distributed import DistEnv, seed_everything
 from nas.train.losses import classification_loss, load_teacher, param_groups
 

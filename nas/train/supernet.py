@@ -32,10 +32,10 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.data import calibration_indices, eval_loader
-from nas.evaluate import subnet_accuracy
 from nas.metrics import count_params
 from nas.recipe import Recipe
 from nas.runs.config import SupernetRunConfig
+from nas.scoring import subnet_accuracy
 from nas.space_files import recorded_source
 from nas.train.loop import Trainer
 from nas.train.losses import inplace_distill_loss

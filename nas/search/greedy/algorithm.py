@@ -7,13 +7,13 @@ cost side makes progress is evaluated, and the one with the smallest accuracy dr
 evaluation, so actions that cannot help are never evaluated; accuracies of a step are requested
 as one batch, so an evaluator can spread them over workers. With a :class:`ScreenConfig`, an
 accuracy predictor fitted on the search's own evaluations picks the few shrinks worth evaluating
-(:mod:`nas.search.screen`); each step records what was predicted and what was evaluated.
+(:mod:`nas.search.greedy.screen`); each step records what was predicted and what was evaluated.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,11 +21,8 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import ActionsFn
 from nas.core.space import SearchSpace
-from nas.search.objective import Cost, Objective, greedy_key
-from nas.search.screen import Observation, ScreenConfig, screen_step
-
-AccuracyFn = Callable[[Sequence[ArchConfig]], list[float]]
-CostFn = Callable[[ArchConfig], Cost]
+from nas.search.greedy.screen import Observation, ScreenConfig, screen_step
+from nas.search.objective import AccuracyFn, Cost, CostFn, Objective, greedy_key, require_reachable
 
 
 @dataclass(frozen=True)
@@ -130,24 +127,6 @@ class SearchState:
             return cls(ArchConfig.from_dict(data["start"]), data["start_accuracy"], steps)
         except (ValueError, KeyError, TypeError) as exc:
             raise NasError(f"{path}: corrupt search state ({type(exc).__name__}: {exc}); start a new --run") from None
-
-
-def reachable_range(space: SearchSpace, cost: CostFn, objective: Objective) -> tuple[float, float]:
-    """The objective's values at the largest and the smallest sub-networks: every target a greedy
-    slimming from the largest can meet lies between them (params, latency and MES are monotone
-    in every shrink)."""
-    return objective.value(cost(space.largest())), objective.value(cost(space.smallest()))
-
-
-def require_reachable(space: SearchSpace, cost: CostFn, objective: Objective, start: ArchConfig | None = None) -> None:
-    """A one-line error with the reachable range if no sub-network (slimmed from ``start``) meets the target."""
-    first = objective.value(cost(start or space.largest()))
-    lo, hi = sorted((first, objective.value(cost(space.smallest()))))
-    if not (lo <= objective.target <= hi or objective.met(cost(start or space.largest()))):
-        raise NasError(
-            f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
-            f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})"
-        )
 
 
 def greedy_slim(

@@ -23,8 +23,7 @@ from nas.runs.config import SearchRunConfig
 from nas.runs.folder import SEARCH, RunFolder
 from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
 from nas.search.finalists import FinalScoring, SearchResult, finalize
-from nas.search.greedy import require_reachable
-from nas.search.objective import Objective, cost_function, require_table
+from nas.search.objective import Objective, cost_function, require_reachable, require_table
 from nas.search.pool import EvaluatorPool
 from nas.search.resolution import price_size, warn_if_apart
 from nas.search.settings import DEFAULT_STRATEGY

@@ -19,7 +19,7 @@ from nas.runs.config import SearchRunConfig
 from nas.runs.tboard import Curves
 from nas.runs.writers import markdown_table, pyplot, save_figure
 from nas.search.evaluator import SUPERNET_KEYS
-from nas.search.greedy import SearchState, Step, greedy_slim
+from nas.search.greedy.algorithm import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
 from nas.search.resolution import resolution_words
 from nas.search.settings import ScreenConfig
