@@ -108,6 +108,12 @@ class SupernetBase(nn.Module):
         the map from a static tensor's name to the supernet tensor it is the leading slice of."""
         raise NotImplementedError
 
+    def extract(self, arch: ArchConfig) -> nn.Module:
+        """The static model of ``arch`` carrying this supernet's weights, each tensor the leading slice
+        of the supernet tensor :meth:`static_layout` maps it to (pure: the supernet is not changed)."""
+        arch = self.space.validate(arch)
+        return extract_static(self, arch, *self.static_layout(arch))
+
     def _apply(self, fn, recurse=True):
         self._clear_statics()  # a static model's own buffers (e.g. attention bias indices) do not follow
         return super()._apply(fn, recurse)

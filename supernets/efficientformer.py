@@ -47,7 +47,6 @@ from supernets.base import (
     SupernetBase,
     arch_signatures,
     enumerate_signatures,
-    extract_static,
     stage_resolutions,
 )
 from supernets.elastic_ops import (
@@ -476,30 +475,17 @@ def timm_expressible(arch: ArchConfig, img_size) -> bool:
     )
 
 
-def build_static(
-    arch: ArchConfig,
-    img_size=224,
-    num_classes: int = 1000,
-    in_chans: int = 3,
-    distillation: bool = True,
-    drop_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    layer_scale_init_value: float = 1e-5,
-    device=None,
-    dtype=None,
-) -> EfficientFormer:
+def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, **kwargs) -> EfficientFormer:
     """A freshly initialised static model of ``arch``: timm's ``EfficientFormer`` where timm can express
-    the architecture (:func:`timm_expressible`), else :class:`EfficientFormerStatic`."""
-    if not distillation:
+    the architecture (:func:`timm_expressible`), else :class:`EfficientFormerStatic`.
+
+    ``kwargs`` (``in_chans``, ``drop_rate``, ``drop_path_rate``, ``layer_scale_init_value``, ``device``,
+    ``dtype``, ...) go on to the model, with timm's defaults, as timm's own entry points pass them."""
+    if not kwargs.pop("distillation", True):
         raise ValueError("EfficientFormer models always carry the distillation head (as timm's)")
     common = dict(
         num_classes=num_classes,
-        in_chans=in_chans,
-        drop_rate=drop_rate,
-        drop_path_rate=drop_path_rate,
-        layer_scale_init_value=layer_scale_init_value,
-        device=device,
-        dtype=dtype,
+        **kwargs,
     )
     if timm_expressible(arch, img_size):
         ratio = arch.hidden_widths[0][0] / arch.widths[0]
@@ -522,12 +508,6 @@ def _static_block_map(arch: ArchConfig) -> dict[tuple[int, int], str]:
             mapping[(s, index)] = f"stages.{s}.blocks.{pos}.{types[pos]}"
             index += 1
     return mapping
-
-
-def extract(net: EfficientFormerSupernet, arch: ArchConfig) -> EfficientFormer:
-    """The static model of ``arch`` with the supernet's weights (pure)."""
-    arch = net.space.validate(arch)
-    return extract_static(net, arch, *net.static_layout(arch))
 
 
 # --------------------------------------------------------------------------------------------
@@ -640,7 +620,6 @@ class EfficientFormerFamily(Family):
     supernet_class = EfficientFormerSupernet
 
     build_static = staticmethod(build_static)
-    extract = staticmethod(extract)
     block_signatures = staticmethod(block_signatures)
     build_block = staticmethod(build_block)
     reachable_signatures = staticmethod(reachable_signatures)

@@ -49,7 +49,6 @@ from supernets.base import (
     SupernetBase,
     arch_signatures,
     enumerate_signatures,
-    extract_static,
     slot_key_map,
     stage_input_resolutions,
     stage_resolutions,
@@ -415,20 +414,12 @@ def timm_expressible(arch: ArchConfig) -> bool:
     return arch.attention[0] == arch.attention[1] == 0 and arch.attention[2] == arch.attention[3]
 
 
-def build_static(
-    arch: ArchConfig,
-    img_size=224,
-    num_classes: int = 1000,
-    in_chans: int = 3,
-    distillation: bool = True,
-    drop_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    layer_scale_init_value: float = 1e-5,
-    device=None,
-    dtype=None,
-) -> EfficientFormerV2:
+def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, **kwargs) -> EfficientFormerV2:
     """A freshly initialised static model of ``arch``: timm's ``EfficientFormerV2`` where timm can
-    express the architecture, else :class:`EfficientFormerV2Static` (timm's parameter names)."""
+    express the architecture, else :class:`EfficientFormerV2Static` (timm's parameter names).
+
+    ``kwargs`` (``in_chans``, ``drop_rate``, ``drop_path_rate``, ``layer_scale_init_value``, ``device``,
+    ``dtype``, ...) go on to the model, with timm's defaults, as timm's own entry points pass them."""
     mlp_ratios = tuple(tuple(h / w for h in hidden) for w, hidden in zip(arch.widths, arch.hidden_widths))
     common = dict(
         depths=arch.depths,
@@ -436,13 +427,7 @@ def build_static(
         mlp_ratios=mlp_ratios,
         img_size=img_size,
         num_classes=num_classes,
-        in_chans=in_chans,
-        distillation=distillation,
-        drop_rate=drop_rate,
-        drop_path_rate=drop_path_rate,
-        layer_scale_init_value=layer_scale_init_value,
-        device=device,
-        dtype=dtype,
+        **kwargs,
     )
     if timm_expressible(arch):
         model = EfficientFormerV2(num_vit=arch.attention[2], **common)
@@ -460,16 +445,6 @@ def _fix_odd_upsampling(model: nn.Module, img_size) -> None:
         for module in model.modules():
             if isinstance(module, Attention2d) and module.upsample is not None:
                 module.upsample = nn.Upsample(size=grid, mode="bilinear", align_corners=False)
-
-
-def extract(net: EfficientFormerV2Supernet, arch: ArchConfig) -> EfficientFormerV2:
-    """The static model of ``arch`` with the supernet's weights (pure: ``net`` is not changed).
-
-    Every tensor is the leading slice of the supernet tensor of the same name; block ``i`` of a
-    stage takes the weights of supernet slot ``block_slots(...)[i]``. Both heads are copied.
-    """
-    arch = net.space.validate(arch)
-    return extract_static(net, arch, *net.static_layout(arch))
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,7 +533,6 @@ class EfficientFormerV2Family(Family):
     supernet_class = EfficientFormerV2Supernet
 
     build_static = staticmethod(build_static)
-    extract = staticmethod(extract)
     block_signatures = staticmethod(block_signatures)
     build_block = staticmethod(build_block)
     reachable_signatures = staticmethod(reachable_signatures)

@@ -38,7 +38,6 @@ from supernets.base import (
     SupernetBase,
     arch_signatures,
     enumerate_signatures,
-    extract_static,
     slot_key_map,
 )
 from supernets.elastic_ops import (
@@ -333,44 +332,25 @@ def timm_ratio(arch: ArchConfig) -> float | None:
     return ratios.pop() if len(ratios) == 1 else None
 
 
-def build_static(
-    arch: ArchConfig,
-    img_size=224,
-    num_classes: int = 1000,
-    in_chans: int = 3,
-    distillation: bool = True,
-    drop_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    layer_scale_init_value: float = 1e-5,
-    device=None,
-    dtype=None,
-) -> SwiftFormer:
+def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, **kwargs) -> SwiftFormer:
     """timm's ``SwiftFormer`` when one expansion ratio covers every block, else
     :class:`SwiftFormerStatic` (timm's parameter names). SwiftFormer has no position bias, so the
-    model runs at any input size."""
-    if not distillation:
+    model runs at any input size.
+
+    ``kwargs`` (``in_chans``, ``drop_rate``, ``drop_path_rate``, ``layer_scale_init_value``, ``device``,
+    ``dtype``, ...) go on to the model, with timm's defaults, as timm's own entry points pass them."""
+    if not kwargs.pop("distillation", True):
         raise ValueError("SwiftFormer models always carry the distillation head (as timm's)")
     common = dict(
         layers=list(arch.depths),
         embed_dims=list(arch.widths),
         num_classes=num_classes,
-        in_chans=in_chans,
-        drop_rate=drop_rate,
-        drop_path_rate=drop_path_rate,
-        layer_scale_init_value=layer_scale_init_value,
-        device=device,
-        dtype=dtype,
+        **kwargs,
     )
     ratio = timm_ratio(arch)
     if ratio is not None and float(ratio).is_integer():
         return SwiftFormer(mlp_ratios=int(ratio), **common)
     return SwiftFormerStatic(hidden_widths=arch.hidden_widths, **common)
-
-
-def extract(net: SwiftFormerSupernet, arch: ArchConfig) -> SwiftFormer:
-    """The static model of ``arch`` with the supernet's weights (pure)."""
-    arch = net.space.validate(arch)
-    return extract_static(net, arch, *net.static_layout(arch))
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,7 +414,6 @@ class SwiftFormerFamily(Family):
     supernet_class = SwiftFormerSupernet
 
     build_static = staticmethod(build_static)
-    extract = staticmethod(extract)
     block_signatures = staticmethod(block_signatures)
     build_block = staticmethod(build_block)
     reachable_signatures = staticmethod(reachable_signatures)

@@ -68,9 +68,10 @@ class Family(ABC):
     ) -> nn.Module:
         """A freshly initialised static network of ``arch`` (a timm model where timm can express it)."""
 
-    @abstractmethod
     def extract(self, net: nn.Module, arch: ArchConfig) -> nn.Module:
-        """The static network of ``arch`` carrying ``net``'s weights; ``net`` is not changed."""
+        """The static network of ``arch`` carrying ``net``'s weights; ``net`` is not changed. By default
+        the supernet's own (``supernets.base.SupernetBase.extract``: leading slices, one rule for every family)."""
+        return net.extract(arch)
 
     @abstractmethod
     def block_signatures(
