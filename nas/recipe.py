@@ -237,11 +237,23 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     return from_mapping(Recipe, data if data is not None else {}, str(path)).check(str(path))
 
 
-def add_recipe_overrides(parser: argparse.ArgumentParser) -> None:
-    """One ``--field-name`` option per recipe field (default: the recipe's value)."""
+#: Recipe fields that only a supernet's training reads (the sandwich rule, in-place distillation,
+#: EfficientFormer's Gumbel-softmax block choice): options of ``nas train-supernet`` alone.
+SUPERNET_FIELDS = frozenset(
+    f.name
+    for f in dataclasses.fields(Recipe)
+    if f.name.startswith(("sandwich_", "inplace_distill", "gumbel_", "alpha_"))
+)
+
+
+def add_recipe_overrides(parser: argparse.ArgumentParser, supernet: bool = False) -> None:
+    """One ``--field-name`` option per recipe field (default: the recipe's value); the supernet-only
+    fields (:data:`SUPERNET_FIELDS`) only with ``supernet``, since they mean nothing to a fixed network."""
     group = parser.add_argument_group("recipe overrides (default: the recipe's values)")
     hints = typing.get_type_hints(Recipe)
     for f in dataclasses.fields(Recipe):
+        if f.name in SUPERNET_FIELDS and not supernet:
+            continue
         flag = "--" + f.name.replace("_", "-")
         kind = hints[f.name]
         if kind is bool:

@@ -102,8 +102,9 @@ def family_names() -> list[str]:
     return sorted(names)
 
 
-def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None:
-    """The options every training command shares (``nas train-supernet``, ``nas train``)."""
+def add_training_args(parser: argparse.ArgumentParser, default_run: str, supernet: bool = False) -> None:
+    """The options every training command shares (``nas train-supernet``, ``nas train``); the
+    supernet-only recipe fields with ``supernet``."""
     from nas.recipe import add_recipe_overrides
 
     parser.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
@@ -123,7 +124,7 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str) -> None
     parser.add_argument(
         "--max-steps", type=positive_int, help="stop after this many steps (the schedule still spans --epochs)"
     )
-    add_recipe_overrides(parser)
+    add_recipe_overrides(parser, supernet)
     add_common(parser)
 
 

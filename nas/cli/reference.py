@@ -261,7 +261,12 @@ def _default_value(f: dataclasses.Field) -> str:
     return code(f"{value:g}" if isinstance(value, float) else str(value))
 
 
-def field_table(cls: type, meaning: Callable[[dataclasses.Field], str], flag: bool = False) -> list[str]:
+def field_table(
+    cls: type,
+    meaning: Callable[[dataclasses.Field], str],
+    flag: bool = False,
+    flag_only_supernet: frozenset = frozenset(),
+) -> list[str]:
     """A Markdown table of the dataclass ``cls``'s fields: name, type, default, valid values, meaning
     (and the command-line flag that overrides it, with ``flag``)."""
     hints = typing.get_type_hints(cls)
@@ -286,14 +291,15 @@ def field_table(cls: type, meaning: Callable[[dataclasses.Field], str], flag: bo
             md_text(_sentence(text)).replace("|", "\\|"),
         ]
         if flag:
-            row.append(code("--" + f.name.replace("_", "-")))
+            only = " (train-supernet)" if f.name in flag_only_supernet else ""
+            row.append(code("--" + f.name.replace("_", "-")) + only)
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
 def recipe_reference() -> str:
     """The Markdown of ``docs/reference/recipes.md``, from :class:`nas.recipe.Recipe`."""
-    from nas.recipe import Recipe, available_recipes
+    from nas.recipe import SUPERNET_FIELDS, Recipe, available_recipes
 
     lines = [
         GENERATED,
@@ -327,7 +333,7 @@ def recipe_reference() -> str:
         "`sandwich_params_max` when that is set; `teacher_checkpoint` needs `teacher`.",
         "",
     ]
-    lines += field_table(Recipe, lambda f: f.metadata.get("help", ""), flag=True)
+    lines += field_table(Recipe, lambda f: f.metadata.get("help", ""), flag=True, flag_only_supernet=SUPERNET_FIELDS)
     return "\n".join(lines).rstrip() + "\n"
 
 

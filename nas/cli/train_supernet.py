@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("family", metavar="FAMILY", help=f"one of {', '.join(family_names())}")
     p.add_argument("--space", help="search space (default: the family's main space)")
-    add_training_args(p, "runs/supernet-SPACE")
+    add_training_args(p, "runs/supernet-SPACE", supernet=True)
     p.set_defaults(handler=run)
 
 
