@@ -100,3 +100,9 @@ def _one_thread_per_xdist_worker():
         import torch
 
         torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def pipeline(tiny_supernet, tiny_search, tiny_comparison):
+    """A search of the tiny supernet and a comparison of its result, as users run them."""
+    return {"supernet": tiny_supernet, "search": tiny_search, "compare": tiny_comparison}
