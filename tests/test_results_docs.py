@@ -147,3 +147,51 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
     assert f"({mes['n']} of the `docs/results/compare-*/result.json`, in {mes['groups']} groups" in " ".join(
         explanation.split()
     )
+
+
+#: The benchmarks page's names for the strategies of benchmarks/search_strategies.py.
+STRATEGY_LABELS = {
+    "evolution": "evolution",
+    "evolution+predictor": "evolution with the predictor",
+    "random": "random search in the band",
+    "optuna": "optuna (NSGA-II)",
+}
+
+
+def strategy_rows(path: Path, budget: int = 100) -> list[str]:
+    """The rows of the benchmarks page's strategy table, from a committed ``search-strategies-*.json``:
+    held-out top-1 per seed, their mean, how often above random search's choice of the same seed."""
+    rows = [r for r in json.loads(path.read_text(encoding="utf-8"))["rows"] if r.get("budget") == budget]
+    by = {}
+    for r in rows:
+        by.setdefault(r["strategy"], {})[r["seed"]] = r["heldout"] * 100
+    random_search = by["random"]
+    lines = []
+    for strategy, label in STRATEGY_LABELS.items():
+        seeds = by.get(strategy, {})
+        shown = " / ".join(f"{seeds[k]:.2f}" if k in seeds else "not run" for k in range(5))
+        mean = sum(seeds.values()) / len(seeds)
+        common = [k for k in seeds if k in random_search]
+        above = f"{sum(seeds[k] > random_search[k] for k in common)} of {len(common)}" if strategy != "random" else ""
+        lines.append(f"| {label} | {shown} | {mean:.2f} | {above} |")
+    return lines
+
+
+def test_the_strategies_table_is_what_the_benchmark_says():
+    page = (ROOT / "docs" / "explanation" / "benchmarks.md").read_text(encoding="utf-8")
+    for row in strategy_rows(RESULTS / "search-strategies-main.json"):
+        assert row in page, f"docs/explanation/benchmarks.md lacks (or misquotes) the row\n{row}"
+    # The README and the strategies page quote the predictor's row against random search's.
+    rows = [r for r in json.loads((RESULTS / "search-strategies-main.json").read_text())["rows"] if r.get("budget")]
+    heldout = {(r["strategy"], r["seed"]): r["heldout"] for r in rows if r["budget"] == 100}
+    seeds = sorted(s for label, s in heldout if label == "evolution+predictor")
+    wins = sum(heldout[("evolution+predictor", s)] > heldout[("random", s)] for s in seeds)
+    means = [100 * sum(heldout[(label, s)] for s in seeds) / len(seeds) for label in ("evolution+predictor", "random")]
+    quoted = f"in {wins} of {len(seeds)} seeds (mean held-out {means[0]:.2f}% against {means[1]:.2f}%"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "explanation" / "search-strategies.md"):
+        assert quoted in " ".join(doc.read_text(encoding="utf-8").split()), doc
+    at_100 = [r for r in rows if r["budget"] == 100]
+    other = [r for r in at_100 if r["heldout"] != r["heldout_own_choice"]]
+    better = sum(r["heldout"] > r["heldout_own_choice"] for r in other)
+    assert f"in {len(other)} of the {len(at_100)} searches" in " ".join(page.split())
+    assert f"the held-out images in {better} of those {len(other)}" in " ".join(page.split())
