@@ -5,18 +5,22 @@ search trajectory and Pareto front, the comparison table, and every latency with
 Plots are PNG images inlined as data URIs, so the page needs no network and no other file. The
 run kind is read from the folder: ``demo.json`` (a demo, whose stages are reported in turn),
 ``plan.json`` (a comparison), or ``config.yaml``'s ``command`` (supernet, training, search).
-Every number shown carries ``data-value`` with the number it was formatted from.
+Every number shown carries ``data-value`` with the number it was formatted from. The markup is
+jinja2's (``nas/templates/report.html.j2``, autoescaped); this module gathers what goes in it.
 """
 
 from __future__ import annotations
 
 import base64
-import html
+import functools
 import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import jinja2
+from markupsafe import Markup
 
 from nas.core.errors import NasError
 from nas.core.typed_yaml import dump_yaml, read_yaml, write_text_atomic
@@ -32,32 +36,42 @@ pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 """
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+@functools.cache
+def _macros():
+    """The template's macros (``page``, ``table``, the cells, ...), each returning escaped markup."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("nas", "templates"),
+        autoescape=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("report.html.j2").module
+
+
+def _render(macro: str, *args: Any) -> str:
+    """The template's ``macro`` applied to ``args`` (values escaped, :class:`Markup` kept), as a plain string."""
+    return str(getattr(_macros(), macro)(*args))
 
 
 def number(value: Any, spec: str = ".4g", scale: float = 1.0, key: str = "") -> str:
     """A table cell for a number, with the exact value in ``data-value`` (``-`` for none)."""
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f'<td class="text" data-key="{_esc(key)}">{_esc("-" if value is None else value)}</td>'
+        return _render("text_cell", "-" if value is None else value, key)
     shown = value if scale == 1.0 else value * scale
-    return f'<td data-key="{_esc(key)}" data-value="{_esc(json.dumps(value))}">{format(shown, spec)}</td>'
+    return _render("number_cell", key, json.dumps(value), format(shown, spec))
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[str]], row_class: Iterable[str] | None = None) -> str:
     """An HTML table with header ``head``, rows of rendered cells and an optional CSS class per row."""
-    classes = list(row_class) if row_class is not None else None
-    out = ["<table>", "<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>"]
-    for i, cells in enumerate(rows):
-        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
-        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
-    out.append("</table>")
-    return "\n".join(out)
+    rows = list(rows)
+    classes = list(row_class) if row_class is not None else [""] * len(rows)
+    marked = [([Markup(cell) for cell in cells], cls) for cells, cls in zip(rows, classes)]  # rendered cells
+    return _render("table", list(head), marked)
 
 
 def text_cell(value: Any) -> str:
     """A left-aligned table cell holding ``value`` (escaped)."""
-    return f'<td class="text">{_esc(value)}</td>'
+    return _render("text_cell", value)
 
 
 def png(fig) -> str:
@@ -68,12 +82,12 @@ def png(fig) -> str:
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
+    return _render("image", "plot", base64.b64encode(buffer.getvalue()).decode())
 
 
 def png_file(path: Path) -> str:
     """A PNG file as an inline image."""
-    return f'<img alt="{_esc(path.name)}" src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}">'
+    return _render("image", path.name, base64.b64encode(path.read_bytes()).decode())
 
 
 def _read_json(path: Path) -> Any:
@@ -100,7 +114,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 def config_section(config: Any, title: str = "Config") -> str:
     """``config`` as YAML, collapsed under the heading ``title``."""
-    return f"<h2>{_esc(title)}</h2>\n<details><summary>show</summary><pre>{_esc(dump_yaml(config))}</pre></details>"
+    return _render("config_section", title, dump_yaml(config))
 
 
 def curves_section(metrics: list[dict]) -> str:
@@ -144,7 +158,7 @@ def result_section(result: dict, title: str = "Result") -> str:
                 else text_cell(value),
             ]
         )
-    return f"<h2>{_esc(title)}</h2>\n" + table(["", "value"], rows)
+    return _render("heading", title) + "\n" + table(["", "value"], rows)
 
 
 def trajectory_section(run: Path) -> str:
@@ -153,11 +167,7 @@ def trajectory_section(run: Path) -> str:
     state = _read_json(run / "state.json") if (run / "state.json").exists() else None
     out = ["<h2>Search trajectory</h2>"]
     if state is not None:
-        out.append(
-            f'<p>Largest sub-network: top-1 <span data-key="start_accuracy" '
-            f'data-value="{state["start_accuracy"]}">{100 * state["start_accuracy"]:.2f}</span>% on the '
-            "search split (supernet weights, BatchNorm recalibrated).</p>"
-        )
+        out.append(_render("start_accuracy", state["start_accuracy"]))
     rows = [
         [
             number(s["step"], "d", key="step"),
@@ -259,7 +269,7 @@ def compare_section(run: Path) -> str:
     ]
     objective = result["objective"]
     out = [
-        f"<h2>Searched vs random at {_esc(objective['name'])} {objective['target']:.4g}</h2>",
+        _render("heading", f"Searched vs random at {objective['name']} {objective['target']:.4g}"),
         table(
             [
                 "network",
@@ -288,9 +298,7 @@ def compare_section(run: Path) -> str:
             else []
         ),
         "<h3>Where the numbers come from</h3>",
-        "<ul>"
-        + "".join(f'<li class="source"><b>{_esc(k)}</b>: {_esc(v)}</li>' for k, v in result["sources"].items())
-        + "</ul>",
+        _render("sources", list(result["sources"].items())),
     ]
     if (run / "compare.png").exists():
         out.append(png_file(run / "compare.png"))
@@ -354,7 +362,7 @@ def sections(run: Path, kind: str) -> list[str]:
     for stage in ("supernet", "search", "compare"):
         folder = run / stage
         if folder.is_dir():
-            out.append(f"<h1>Stage: {stage}</h1>")
+            out.append(_render("heading", f"Stage: {stage}", 1))
             out += sections(folder, run_kind(folder))
     return out
 
@@ -366,11 +374,7 @@ def write_report(run: str | Path, out: str | Path | None = None) -> Path:
         raise NasError(f"{run}: run folder not found")
     kind = run_kind(run)
     body = "\n".join(s for s in sections(run, kind) if s)
-    page = (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>nas report: {_esc(run.name)}'
-        f"</title><style>{STYLE}</style></head><body>\n<h1>{_esc(kind)} run <code>{_esc(run.name)}</code></h1>\n"
-        f"{body}\n</body></html>\n"
-    )
+    page = _render("page", kind, run.name, Markup(STYLE), Markup(body))
     out = Path(out) if out else run / "report.html"
     write_text_atomic(out, page)
     return out
