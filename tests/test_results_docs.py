@@ -190,6 +190,22 @@ def test_the_strategies_table_is_what_the_benchmark_says():
     quoted = f"in {wins} of {len(seeds)} seeds (mean held-out {means[0]:.2f}% against {means[1]:.2f}%"
     for doc in (ROOT / "README.md", ROOT / "docs" / "explanation" / "search-strategies.md"):
         assert quoted in " ".join(doc.read_text(encoding="utf-8").split()), doc
+    greedy = next(
+        r
+        for r in json.loads((RESULTS / "search-strategies-main.json").read_text())["rows"]
+        if r["strategy"] == "greedy-fast"
+    )
+    above = {
+        label: sum(heldout[(label, s)] > greedy["heldout"] for s in seeds)
+        for label in ("evolution+predictor", "random")
+    }
+    margin = means[0] - 100 * greedy["heldout"]
+    words = " ".join(page.split())
+    assert (
+        f"its choice scored {100 * greedy['heldout']:.2f}% held out" in words and f"({greedy['evaluations']})" in words
+    )
+    assert f"chose above it in {above['evolution+predictor']} of 5 seeds (mean +{margin:.2f} points)" in words
+    assert f"random search in {above['random']} of 5." in words
     at_100 = [r for r in rows if r["budget"] == 100]
     other = [r for r in at_100 if r["heldout"] != r["heldout_own_choice"]]
     better = sum(r["heldout"] > r["heldout_own_choice"] for r in other)
