@@ -250,6 +250,10 @@ def load_splits(
         raise NasError(f"search_fraction must be between 0 and 1, got {recipe.search_fraction}")
     shard_index = ShardIndex.load(data) if is_shard_folder(data) else None
     stream = shard_index is not None and allow_shards and recipe.shard_reading == "stream"
+    if stream:  # the trainers' streams: checked whole, then no table read by index is needed
+        if decode_all:
+            _check_and_cache_shards(shard_index, {}, recipe, once, check_workers)
+        return Splits(*shard_splits(shard_index, recipe, seed, hold_out_search), shard_index.fingerprint())
     if shard_index is not None:
         fingerprint = shard_index.fingerprint()
         full = _shard_images(shard_index, "train", f"{data} (train shards)")
@@ -278,9 +282,7 @@ def load_splits(
             raise NasError(f"{root / val_split}: its classes differ from {root / 'train'}")
         val_name = f"{val_split}/ folder" if val_split else "the search split (no val/ or test/ folder)"
     if decode_all and shard_index is not None:  # shards are checked whole (their verdict is kept whole)
-        _check_and_cache_shards(shard_index, {} if stream else {"train": full, "val": val}, recipe, once, check_workers)
-    if stream:
-        return Splits(*shard_splits(shard_index, recipe, seed, hold_out_search), fingerprint)
+        _check_and_cache_shards(shard_index, {"train": full, "val": val}, recipe, once, check_workers)
     if decode_all and not recipe.train_images:
         _check_and_cache([full] if val is None else [full, val], recipe, once, check_workers)
     held_out = search_split(len(full), recipe.search_fraction, seed)
