@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.utils.benchmark as benchmark
 from tqdm import tqdm
 
 from nas.blocks import block_input, build_block, reachable_signatures
@@ -50,7 +51,8 @@ OUTSIDE_XNNPACK = "operators_outside_xnnpack"
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """How long to time: at least ``min_repeats`` runs and ``min_seconds`` of runs, after ``warmup``."""
+    """How long to time: ``warmup`` calls, then at least ``min_seconds`` of timed blocks of calls and
+    at least ``min_repeats`` blocks (torch.utils.benchmark's blocked autorange)."""
 
     warmup: int = 5
     min_repeats: int = 20
@@ -73,7 +75,6 @@ class Timer:
         self.device = device
         self.config = config
         self.torch_device = "cuda" if device == "cuda" else "cpu"
-        torch.set_num_threads(config.threads)
         #: The CPUs this process was pinned to for timing (xnnpack: as the phone script pins the big cores).
         self.pinned_cpus: list[int] | None = None
         if device == "xnnpack":
@@ -85,18 +86,23 @@ class Timer:
         self.call_overhead_ms: dict[tuple[int, ...], float] = {}
 
     def _repeat(self, run: Callable[[], object]) -> float:
+        """The median time of ``run`` in ms: torch.utils.benchmark's blocked autorange (blocks of calls
+        long enough that the timer's own cost is negligible, the accelerator synchronised, torch's
+        threads set for the measurement alone), after ``warmup`` calls, over ``min_seconds`` and at
+        least ``min_repeats`` blocks."""
         cfg = self.config
+        timer = benchmark.Timer(stmt="run()", globals={"run": run}, num_threads=cfg.threads)
         for _ in range(cfg.warmup):
             run()
         times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < cfg.min_repeats or time.perf_counter() - start < cfg.min_seconds:
-            t0 = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t0)
-            if len(times) > 50 * cfg.min_repeats:
-                break
-        return statistics.median(times) * 1e3
+        min_run_time = cfg.min_seconds
+        while True:
+            measured = timer.blocked_autorange(min_run_time=min_run_time)
+            times += measured.times  # per call: each block's time over its calls
+            if len(times) >= cfg.min_repeats:
+                return statistics.median(times) * 1e3
+            # A slow module's blocks are one call each: time as many more as are missing.
+            min_run_time = (cfg.min_repeats - len(times)) * measured.median * measured.number_per_run
 
     def time(self, module: nn.Module, x: torch.Tensor) -> float:
         module = module.eval().to(self.torch_device)
@@ -105,15 +111,8 @@ class Timer:
             return self._time_onnx(module, x)
         if self.device == "xnnpack":
             return self._time_xnnpack(module, x)
-        cuda = self.device == "cuda"
-
-        def run():
-            module(x)
-            if cuda:
-                torch.cuda.synchronize()
-
-        with torch.inference_mode():
-            return self._repeat(run)
+        with torch.inference_mode():  # thread-local: it holds inside the benchmark's timing loop
+            return self._repeat(lambda: module(x))
 
     def time_block(self, module: nn.Module, x: torch.Tensor) -> float:
         """The time of one block as it adds to a whole network: :meth:`time` less, on ``xnnpack``, the
@@ -245,6 +244,7 @@ def build_measured_table(
                 "min_repeats": timing.min_repeats,
                 "min_seconds": timing.min_seconds,
                 "statistic": "median",
+                "timer": "torch.utils.benchmark blocked_autorange",
             }
         },
     )
