@@ -22,7 +22,7 @@ import torch
 
 from nas.recipe import load_recipe
 from nas.space_files import load_space
-from nas.studies.jobs import train_all
+from nas.studies.jobs import train_all, training_job
 
 
 def main() -> None:
@@ -38,19 +38,9 @@ def main() -> None:
     archs = [space.sample(rng) for _ in range(args.networks)]
     recipe = dataclasses.replace(load_recipe("demo"), epochs=100)  # the steps, not the epochs, stop it
 
-    def jobs(root: Path) -> list[dict]:
+    def jobs(root: Path) -> list:
         return [
-            {
-                "name": f"net-{i}",
-                "arch": a.to_dict(),
-                "recipe": dataclasses.asdict(recipe),
-                "data": None,
-                "run": str(root / f"net-{i}"),
-                "seed": args.seed,
-                "max_steps": args.steps,
-                "space": space.name,
-                "progress": False,
-            }
+            training_job(f"net-{i}", a, recipe, None, root / f"net-{i}", args.seed, args.steps, space.name, False)
             for i, a in enumerate(archs)
         ]
 

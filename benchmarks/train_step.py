@@ -23,7 +23,7 @@ import torch
 
 from nas.recipe import load_recipe
 from nas.space_files import find_space
-from nas.train.fixed import FixedTrainer
+from nas.train.fixed import FixedTrainer, FixedTrainingRequest
 
 
 def main() -> None:
@@ -42,7 +42,8 @@ def main() -> None:
         load_recipe("demo"), batch_size=args.batch_size, img_size=args.img_size, model_ema=args.model_ema
     )
     with tempfile.TemporaryDirectory() as run:
-        trainer = FixedTrainer(arch, recipe, None, run, seed=args.seed, progress=False, label=label)
+        request = FixedTrainingRequest(arch, recipe, None, run, seed=args.seed, progress=False, label=label)
+        trainer = FixedTrainer(request)
         plain_model = copy.deepcopy(trainer.net).train()
         plain_opt = torch.optim.AdamW(plain_model.parameters(), lr=1e-3)
         images, labels = next(iter(trainer.loader))

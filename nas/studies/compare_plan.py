@@ -11,7 +11,7 @@ import random
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -24,6 +24,7 @@ from nas.runs.writers import write_json
 from nas.search.objective import Objective
 from nas.search.sample import sample_within_budget, within_budget
 from nas.studies.jobs import seed_run_name
+from nas.train.fixed import FixedTrainingRequest
 
 if TYPE_CHECKING:  # for the annotations only: the comparison imports this module
     from nas.studies.compare import CompareRequest, _Prepared
@@ -150,7 +151,7 @@ def saved_plan(folder: RunFolder, saved: dict) -> tuple[Objective, list[tuple[st
 REUSED_FROM = "reused_from.json"
 
 
-def adopt_trainings(source: Path, config: CompareRunConfig, jobs: list[dict[str, Any]]) -> int:
+def adopt_trainings(source: Path, config: CompareRunConfig, jobs: list[FixedTrainingRequest]) -> int:
     """Copy into this comparison the finished trainings of ``source`` (a comparison or a ``nas headroom``
     pilot, ``--random-from``) that it would repeat: the same network, recipe, data (fingerprint), step
     limit and seed. Returns how many of this comparison's trainings came from there (copied now or on an
@@ -172,11 +173,11 @@ def adopt_trainings(source: Path, config: CompareRunConfig, jobs: list[dict[str,
         raise NasError(f"{source / PLAN}: corrupt plan ({type(exc).__name__}: {exc})") from None
     reused = 0
     for job in jobs:
-        run = Path(job["run"])
+        run = Path(job.run)
         if (run / REUSED_FROM).exists():
             reused += 1
             continue
-        origin = runs.get((ArchConfig.from_dict(job["arch"]).digest, job["seed"])) if same_training else None
+        origin = runs.get((job.arch.digest, job.seed)) if same_training else None
         if origin is None or run.exists() or not RunFolder(origin).finished:
             continue
         shutil.copytree(origin, run, ignore=shutil.ignore_patterns(".lock"))

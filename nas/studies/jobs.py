@@ -1,14 +1,13 @@
 """Training many networks from scratch, and scoring them with supernet weights: what the studies share.
 
-A job is one network trained from scratch with one seed, as plain data (it may run in a Ray
-worker): its own ``nas train`` run folder, skipped when finished and resumed when interrupted, so
-a study that is run again (or a Ray task that is retried) continues where it stopped.
+A job is one network trained from scratch with one seed: ``nas train``'s request, which Ray pickles
+to a worker. It has its own ``nas train`` run folder, skipped when finished and resumed when
+interrupted, so a study that is run again (or a Ray task that is retried) continues where it stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
 from nas.core.space import SearchSpace
 from nas.latency.predicted import keep, table_for
-from nas.recipe import LOADER_WORKERS_AUTO, Recipe, recipe_from_saved
+from nas.recipe import LOADER_WORKERS_AUTO, Recipe
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.search.evaluator import DiskCache
@@ -59,49 +58,26 @@ def training_job(
     max_steps: int | None,
     space: str,
     progress: bool,
-) -> dict[str, Any]:
-    """One training from scratch as plain data (what :func:`train_one` takes)."""
-    return {
-        "name": name,
-        "arch": arch.to_dict(),
-        "recipe": asdict(recipe),
-        "data": data,
-        "run": str(run),
-        "seed": seed,
-        "max_steps": max_steps,
-        "space": space,
-        "progress": progress,
-    }
+) -> FixedTrainingRequest:
+    """One training from scratch of a study: ``nas train``'s request (Ray pickles it to a worker)."""
+    return FixedTrainingRequest(
+        arch, recipe, data, run, seed=seed, progress=progress, max_steps=max_steps, label=name, space=space
+    )
 
 
-def train_one(job: dict[str, Any], threads: int | None = None) -> dict[str, Any]:
-    """Train one network of a study from plain data (it may run in a Ray worker); resumes from the
-    run's checkpoint when there is one, so a retried task continues where it stopped."""
+def train_one(job: FixedTrainingRequest, threads: int | None = None) -> dict[str, Any]:
+    """Train one network of a study (it may run in a Ray worker); resumes from the run's checkpoint
+    when there is one, so a retried task continues where it stopped."""
 
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    run = Path(job["run"])
-    recipe = recipe_from_saved(job["recipe"])
-    if threads and recipe.loader_workers == LOADER_WORKERS_AUTO:
+    if threads and job.recipe.loader_workers == LOADER_WORKERS_AUTO:
         # A Ray task holds `threads` CPUs: its loader workers share them (auto would take the node's).
-        recipe = dataclasses.replace(recipe, loader_workers=threads - 1)
-    return RunFolder(run, TRAINING).finished_or_run(
-        lambda resume: train_fixed(
-            FixedTrainingRequest(
-                ArchConfig.from_dict(job["arch"]),
-                recipe,
-                job["data"],
-                run,
-                seed=job["seed"],
-                resume=resume,
-                progress=job["progress"],
-                max_steps=job["max_steps"],
-                label=job["name"],
-                space=job["space"],
-            )
-        ),
+        job = dataclasses.replace(job, recipe=dataclasses.replace(job.recipe, loader_workers=threads - 1))
+    return RunFolder(job.run, TRAINING).finished_or_run(
+        lambda resume: train_fixed(dataclasses.replace(job, resume=resume))
     )
 
 
@@ -112,11 +88,11 @@ def seed_run_name(network: str, k: int) -> str:
 
 
 def train_all(
-    jobs: list[dict[str, Any]], workers: int, address: str | None, threads: int, clock: RunClock | None = None
+    jobs: list[FixedTrainingRequest], workers: int, address: str | None, threads: int, clock: RunClock | None = None
 ) -> list[dict]:
     """Train every job (in Ray workers when ``workers`` or ``address`` is given), in job order;
     ``clock`` records the wall time after each network."""
-    finished = all(RunFolder(job["run"]).finished for job in jobs)
+    finished = all(RunFolder(job.run).finished for job in jobs)
     if finished or (workers == 0 and address is None):
         done = []
         for job in tqdm(jobs, desc="compare: networks trained", disable=None):
@@ -130,7 +106,7 @@ def train_all(
     try:
         # A task whose worker dies is retried; it resumes from the run's last checkpoint.
         remote = ray.remote(num_cpus=threads, max_retries=3)(train_one)
-        pending = {remote.remote({**job, "progress": False}, threads): i for i, job in enumerate(jobs)}
+        pending = {remote.remote(dataclasses.replace(job, progress=False), threads): i for i, job in enumerate(jobs)}
         results: list[dict | None] = [None] * len(jobs)
         with tqdm(total=len(jobs), desc="compare: networks trained", disable=None) as bar:
             while pending:

@@ -45,6 +45,7 @@ from nas.search.sample import spread_indices, spread_sample
 from nas.space_files import load_space
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import price_networks, supernet_accuracies, train_all, train_images_words, training_job
+from nas.train.fixed import FixedTrainingRequest
 from nas.zero_cost import zero_cost_proxies
 
 
@@ -275,7 +276,7 @@ def _train(
     """Every network trained with the short recipe, and the ``checked`` ones with the full recipe."""
     config = prepared.config
 
-    def jobs(recipe: Recipe, folder: str, indices: list[int]) -> list[dict]:
+    def jobs(recipe: Recipe, folder: str, indices: list[int]) -> list[FixedTrainingRequest]:
         return [
             training_job(
                 names[i],

@@ -32,29 +32,16 @@ class FixedTrainer(Trainer):
     command = "train"
     compilable = True
 
-    def __init__(
-        self,
-        arch: ArchConfig,
-        recipe: Recipe,
-        data: str | None,
-        run: str | Path,
-        seed: int = 0,
-        resume: bool = False,
-        progress: bool = True,
-        max_steps: int | None = None,
-        label: str = "",
-        space: str = "",
-        init: str | None = None,
-    ):
-        self.arch, self.label = arch, label or arch.digest
+    def __init__(self, request: FixedTrainingRequest):
+        self.arch, self.label = request.arch, request.label or request.arch.digest
         config = {
-            "arch": arch.to_dict(),
-            "arch_digest": arch.digest,
+            "arch": self.arch.to_dict(),
+            "arch_digest": self.arch.digest,
             "label": self.label,
-            "family": arch.family,
-            "space": space,
+            "family": self.arch.family,
+            "space": request.space,
         }
-        super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, hold_out_search=False, init=init)
+        super().__init__(request, config, hold_out_search=False)
 
     @property
     def description(self) -> str:
@@ -115,7 +102,4 @@ class FixedTrainingRequest:
 
 def train_fixed(request: FixedTrainingRequest) -> dict[str, Any]:
     """Train ``request.arch`` from scratch (or fine-tune it from released weights ``request.init``)."""
-    r = request
-    return FixedTrainer(
-        r.arch, r.recipe, r.data, r.run, r.seed, r.resume, r.progress, r.max_steps, r.label, r.space, r.init
-    ).train()
+    return FixedTrainer(request).train()

@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
@@ -44,6 +44,20 @@ from nas.train.losses import classification_loss, load_teacher, param_groups
 log = logging.getLogger(__name__)
 
 
+class TrainingRequest(Protocol):
+    """What every trainer is asked to do: :class:`nas.train.fixed.FixedTrainingRequest` and
+    :class:`nas.train.supernet.SupernetTrainingRequest` add what they train."""
+
+    recipe: Recipe
+    data: str | None  # image folder or shards (None: scikit-learn's digits)
+    run: str | Path  # the run folder
+    seed: int
+    resume: bool
+    progress: bool
+    max_steps: int | None  # stop after this many steps (the schedule still spans the epochs)
+    init: str | None  # released weights to start from
+
+
 class Trainer:
     """Subclasses set ``command`` and implement :meth:`build_net`, :meth:`train_step` and
     :meth:`evaluate`; they may extend :meth:`extra_state` / :meth:`restore_extra` and
@@ -54,19 +68,9 @@ class Trainer:
     find_unused_parameters = False  # DDP: a supernet step leaves the unsampled weights without gradients
     compilable = False  # torch.compile: a fixed network's forward; a supernet's graph changes every step
 
-    def __init__(
-        self,
-        recipe: Recipe,
-        data: str | None,
-        run: str | Path,
-        config: dict[str, Any],
-        seed: int = 0,
-        resume: bool = False,
-        progress: bool = True,
-        max_steps: int | None = None,
-        hold_out_search: bool = True,
-        init: str | None = None,
-    ):
+    def __init__(self, request: TrainingRequest, config: dict[str, Any], hold_out_search: bool = True):
+        recipe, data, seed, resume, init = request.recipe, request.data, request.seed, request.resume, request.init
+        run, progress, max_steps = request.run, request.progress, request.max_steps
         self.env = DistEnv.setup()
         self.device = self.env.device()
         self.recipe, self.seed, self.progress, self.data = recipe, seed, progress, data

@@ -251,26 +251,15 @@ class SupernetTrainer(Trainer):
     config_class = SupernetRunConfig
     find_unused_parameters = True
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        recipe: Recipe,
-        data: str | None,
-        run: str | Path,
-        seed: int = 0,
-        resume: bool = False,
-        progress: bool = True,
-        max_steps: int | None = None,
-        init: str | None = None,
-    ):
-        self.space = space
+    def __init__(self, request: SupernetTrainingRequest):
+        self.space = space = request.space
         self.family = get_family(space.family)
         if self.family.training not in STRATEGIES:
             raise NasError(
                 f"family {space.family} trains with {self.family.training!r}; known strategies: {', '.join(STRATEGIES)}"
             )
         config = {"family": space.family, "space": space.name, "space_file": recorded_source(space)}
-        super().__init__(recipe, data, run, config, seed, resume, progress, max_steps, init=init)
+        super().__init__(request, config)
 
     @property
     def description(self) -> str:
@@ -342,5 +331,4 @@ class SupernetTrainingRequest:
 
 def train_supernet(request: SupernetTrainingRequest) -> dict[str, Any]:
     """Train the supernet of ``request.space`` (``init``: released weights of its largest network to start from)."""
-    r = request
-    return SupernetTrainer(r.space, r.recipe, r.data, r.run, r.seed, r.resume, r.progress, r.max_steps, r.init).train()
+    return SupernetTrainer(request).train()
