@@ -3,6 +3,7 @@ and the finalists scored again, for every strategy."""
 
 import json
 import math
+import random
 
 import pytest
 
@@ -42,6 +43,32 @@ def test_scores_at_other_draws_and_splits_use_other_images_and_are_cached_apart(
     cache = DiskCache(tmp_path / "evaluations.jsonl", spec.context())  # read back
     assert cache.values == {f"{arch.digest}@{other.key}": scores[0], arch.digest: scores[1]}
     assert [a.digest for a, _ in pool.evaluated()] == [arch.digest]
+
+
+def test_a_batch_interrupted_midway_keeps_every_score_it_had(tiny_supernet, tmp_path, monkeypatch):
+    """Greedy's full step is one batch of every shrink (minutes on a real supernet): each score lands in
+    the cache as it comes, so a search killed in the batch resumes without scoring those again."""
+    spec = EvalSpec.from_run(tiny_supernet, bn_calib_batches=1, search_images=30)
+    space = load_space("efficientformerv2-tiny")
+    archs = list({a.digest: a for a in (space.sample(random.Random(i)) for i in range(6))}.values())[:3]
+    path = tmp_path / "evaluations.jsonl"
+    pool = EvaluatorPool(spec, cache=DiskCache(path, spec.context()))
+    scored = []
+    real = pool.local.accuracy
+
+    def killed_on_the_third(arch, fidelity=None):
+        if len(scored) == 2:
+            raise KeyboardInterrupt
+        scored.append(arch.digest)
+        return real(arch, fidelity)
+
+    monkeypatch.setattr(pool.local, "accuracy", killed_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        pool(archs)
+    assert pool.evaluations == 2 and set(DiskCache(path, spec.context()).values) == set(scored)
+    resumed = EvaluatorPool(spec, cache=DiskCache(path, spec.context()))
+    resumed(archs)
+    assert resumed.evaluations == 1  # only the one in flight is scored again
 
 
 def test_pooled_sd():

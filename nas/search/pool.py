@@ -120,17 +120,19 @@ class EvaluatorPool:
         todo = [a for a in dict.fromkeys(archs) if keys[a.digest] not in known]
         if todo:
             wire = None if fidelity == self.fidelity else dataclasses.asdict(fidelity)
+            # Results are lazy and in order: each lands in the cache as it arrives, so a search killed in a
+            # long batch (greedy's full step: every shrink) loses only the evaluations in flight.
             if self.local is not None:
-                results = [self.local.accuracy(a, fidelity) for a in todo]
+                results = (self.local.accuracy(a, fidelity) for a in todo)
             else:
                 from ray.util import ActorPool
 
-                results = list(
-                    ActorPool(self.actors).map(lambda actor, arch: actor.evaluate.remote(arch.to_dict(), wire), todo)
+                results = ActorPool(self.actors).map(
+                    lambda actor, arch: actor.evaluate.remote(arch.to_dict(), wire), todo
                 )
-            if fidelity == self.fidelity:
-                self.evaluations += len(todo)
             for arch, acc in zip(todo, results):
+                if fidelity == self.fidelity:
+                    self.evaluations += 1
                 if self.cache is not None:
                     self.cache.add(arch, acc, keys[arch.digest], fidelity)
                 else:
