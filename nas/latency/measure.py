@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.utils.benchmark as benchmark
 from tqdm import tqdm
 
 from nas.blocks import block_input, build_block, reachable_signatures
@@ -91,7 +90,7 @@ class Timer:
         threads set for the measurement alone), after ``warmup`` calls, over ``min_seconds`` and at
         least ``min_repeats`` blocks."""
         cfg = self.config
-        timer = benchmark.Timer(stmt="run()", globals={"run": run}, num_threads=cfg.threads)
+        timer = _benchmark_timer()(stmt="run()", globals={"run": run}, num_threads=cfg.threads)
         for _ in range(cfg.warmup):
             run()
         times: list[float] = []
@@ -143,6 +142,20 @@ class Timer:
         session = ort.InferenceSession(onnx_bytes(module, x, "x"), options, providers=["CPUExecutionProvider"])
         feed = {"x": x.numpy()}
         return self._repeat(lambda: session.run(None, feed))
+
+
+def _benchmark_timer() -> type:
+    """``torch.utils.benchmark.Timer``, imported when first timed: the import loads
+    ``torch.utils.cpp_extension``, which warns on a machine without CUDA that it found none (noise on the
+    stderr of every command that merely imports this module)."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils.benchmark import Timer as BenchmarkTimer
+    finally:
+        logger.setLevel(level)
+    return BenchmarkTimer
 
 
 def _pin_to_last_cpus(count: int) -> list[int] | None:
