@@ -42,7 +42,9 @@ def main() -> None:
         load_recipe("demo"), batch_size=args.batch_size, img_size=args.img_size, model_ema=args.model_ema
     )
     with tempfile.TemporaryDirectory() as run:
-        request = FixedTrainingRequest(arch, recipe, None, run, seed=args.seed, progress=False, label=label)
+        request = FixedTrainingRequest(
+            arch, recipe=recipe, data=None, run=run, seed=args.seed, progress=False, label=label
+        )
         trainer = FixedTrainer(request)
         plain_model = copy.deepcopy(trainer.net).train()
         plain_opt = torch.optim.AdamW(plain_model.parameters(), lr=1e-3)

@@ -88,7 +88,7 @@ def test_swiftformer_sandwich_and_teacher_distillation(tmp_path, monkeypatch):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, teacher="resnet18", bn_calib_batches=1)
     result = train_supernet(
         SupernetTrainingRequest(
-            load_space("swiftformer-tiny"), recipe, None, tmp_path / "run", max_steps=3, progress=False
+            load_space("swiftformer-tiny"), recipe=recipe, data=None, run=tmp_path / "run", max_steps=3, progress=False
         )
     )
     assert result["step"] == 3 and "largest_top1" in result
@@ -103,7 +103,12 @@ def test_gumbel_training_saves_alpha_and_importance(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=2, batch_size=32, bn_calib_batches=1, alpha_lr=0.05)
     result = train_supernet(
         SupernetTrainingRequest(
-            load_space("efficientformer-tiny"), recipe, None, tmp_path / "run", max_steps=6, progress=False
+            load_space("efficientformer-tiny"),
+            recipe=recipe,
+            data=None,
+            run=tmp_path / "run",
+            max_steps=6,
+            progress=False,
         )
     )
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
@@ -264,7 +269,12 @@ def test_folder_without_images_and_unknown_recipe_field(tmp_path, capsys):
 def test_existing_run_needs_resume(tmp_path):
     recipe = dataclasses.replace(load_recipe("demo"), epochs=1, batch_size=32, bn_calib_batches=1)
     request = SupernetTrainingRequest(
-        load_space("efficientformerv2-tiny"), recipe, None, tmp_path / "run", max_steps=1, progress=False
+        load_space("efficientformerv2-tiny"),
+        recipe=recipe,
+        data=None,
+        run=tmp_path / "run",
+        max_steps=1,
+        progress=False,
     )
     train_supernet(request)
     with pytest.raises(NasError, match="pass --resume"):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_training_args, emit
-from nas.recipe import recipe_from_args
+from nas.cli.common import add_training_args, emit, training_request_fields
 
 
 def add_parser(sub) -> None:
@@ -34,22 +33,10 @@ def run(args: argparse.Namespace) -> int:
 
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
-    recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"
-    result = train_fixed(
-        FixedTrainingRequest(
-            arch,
-            recipe,
-            args.data,
-            run_dir,
-            seed=args.seed,
-            resume=args.resume,
-            max_steps=args.max_steps,
-            label=label,
-            space=space.name,
-            init=args.init,
-        )
-    )
+    request = FixedTrainingRequest(arch, label=label, space=space.name, **training_request_fields(args, run_dir))
+    result = train_fixed(request)
+    recipe = request.recipe
     if "top1" not in result:  # not the main process of a torchrun job
         return 0
     lines = [

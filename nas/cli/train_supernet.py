@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_training_args, emit, family_names
+from nas.cli.common import add_training_args, emit, family_names, training_request_fields
 from nas.core.errors import NasError
-from nas.recipe import recipe_from_args
 
 
 def add_parser(sub) -> None:
@@ -35,20 +34,10 @@ def run(args: argparse.Namespace) -> int:
     space = load_space(args.space or args.family)
     if space.family != args.family:
         raise NasError(f"space {space.name!r} is a {space.family} space, not {args.family}")
-    recipe = recipe_from_args(args)
     run_dir = args.run or f"runs/supernet-{space.name}"
-    result = train_supernet(
-        SupernetTrainingRequest(
-            space,
-            recipe,
-            args.data,
-            run_dir,
-            seed=args.seed,
-            resume=args.resume,
-            max_steps=args.max_steps,
-            init=args.init,
-        )
-    )
+    request = SupernetTrainingRequest(space, **training_request_fields(args, run_dir))
+    result = train_supernet(request)
+    recipe = request.recipe
     if "largest_top1" not in result:  # not the main process of a torchrun job
         return 0
     lines = [

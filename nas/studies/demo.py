@@ -142,7 +142,13 @@ class _Demo:
         return RunFolder(run, TRAINING).finished_or_run(
             lambda resume: train_supernet(
                 SupernetTrainingRequest(
-                    space, recipe, None, run, seed=self.request.seed, resume=resume, progress=self.request.progress
+                    space,
+                    recipe=recipe,
+                    data=None,
+                    run=run,
+                    seed=self.request.seed,
+                    resume=resume,
+                    progress=self.request.progress,
                 )
             )
         )

@@ -61,7 +61,15 @@ def training_job(
 ) -> FixedTrainingRequest:
     """One training from scratch of a study: ``nas train``'s request (Ray pickles it to a worker)."""
     return FixedTrainingRequest(
-        arch, recipe, data, run, seed=seed, progress=progress, max_steps=max_steps, label=name, space=space
+        arch,
+        recipe=recipe,
+        data=data,
+        run=run,
+        seed=seed,
+        progress=progress,
+        max_steps=max_steps,
+        label=name,
+        space=space,
     )
 
 

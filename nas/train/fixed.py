@@ -20,9 +20,8 @@ import torch.nn as nn
 from nas.core.arch import ArchConfig
 from nas.data import eval_loader
 from nas.metrics import count_macs, count_params
-from nas.recipe import Recipe
 from nas.scoring import top1
-from nas.train.loop import Trainer
+from nas.train.loop import Trainer, TrainingRequest
 from supernets import build_static
 
 
@@ -84,20 +83,13 @@ class FixedTrainer(Trainer):
 
 
 @dataclass(frozen=True)
-class FixedTrainingRequest:
-    """What ``nas train`` is asked to do (the CLI's flags, as one object)."""
+class FixedTrainingRequest(TrainingRequest):
+    """What ``nas train`` is asked to do: ``arch``, and :class:`TrainingRequest`'s fields by keyword
+    (``init``: released weights to fine-tune from)."""
 
     arch: ArchConfig
-    recipe: Recipe
-    data: str | None  # image folder (None: scikit-learn's digits)
-    run: str | Path  # the run folder
-    seed: int = 0
-    resume: bool = False
-    progress: bool = True
-    max_steps: int | None = None  # stop after this many steps (the schedule still spans the epochs)
     label: str = ""  # how the arch was named (member name or YAML path), for the record
     space: str = ""  # the space the arch belongs to, for the record
-    init: str | None = None  # released weights to fine-tune from
 
 
 def train_fixed(request: FixedTrainingRequest) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -44,18 +45,20 @@ from nas.train.losses import classification_loss, load_teacher, param_groups
 log = logging.getLogger(__name__)
 
 
-class TrainingRequest(Protocol):
-    """What every trainer is asked to do: :class:`nas.train.fixed.FixedTrainingRequest` and
-    :class:`nas.train.supernet.SupernetTrainingRequest` add what they train."""
+@dataclass(frozen=True, kw_only=True)
+class TrainingRequest:
+    """What every trainer is asked to do (the CLI's flags, as one object):
+    :class:`nas.train.fixed.FixedTrainingRequest` and :class:`nas.train.supernet.SupernetTrainingRequest`
+    add, first and positional, what they train."""
 
     recipe: Recipe
     data: str | None  # image folder or shards (None: scikit-learn's digits)
     run: str | Path  # the run folder
-    seed: int
-    resume: bool
-    progress: bool
-    max_steps: int | None  # stop after this many steps (the schedule still spans the epochs)
-    init: str | None  # released weights to start from
+    seed: int = 0
+    resume: bool = False
+    progress: bool = True
+    max_steps: int | None = None  # stop after this many steps (the schedule still spans the epochs)
+    init: str | None = None  # released weights to start from
 
 
 class Trainer:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,7 +36,7 @@ from nas.recipe import Recipe
 from nas.runs.config import SupernetRunConfig
 from nas.scoring import subnet_accuracy
 from nas.space_files import recorded_source
-from nas.train.loop import Trainer
+from nas.train.loop import Trainer, TrainingRequest
 from nas.train.losses import inplace_distill_loss
 from supernets import build_supernet, get_family
 from supernets.elastic_ops import enable_slice_gradients
@@ -315,18 +314,11 @@ class SupernetTrainer(Trainer):
 
 
 @dataclass(frozen=True)
-class SupernetTrainingRequest:
-    """What ``nas train-supernet`` is asked to do (the CLI's flags, as one object)."""
+class SupernetTrainingRequest(TrainingRequest):
+    """What ``nas train-supernet`` is asked to do: ``space``, and :class:`TrainingRequest`'s fields by
+    keyword (``init``: released weights of the largest network, or a trained supernet, to start from)."""
 
     space: SearchSpace
-    recipe: Recipe
-    data: str | None  # image folder (None: scikit-learn's digits)
-    run: str | Path  # the run folder
-    seed: int = 0
-    resume: bool = False
-    progress: bool = True
-    max_steps: int | None = None  # stop after this many steps (the schedule still spans the epochs)
-    init: str | None = None  # released weights of the largest network (or a trained supernet) to start from
 
 
 def train_supernet(request: SupernetTrainingRequest) -> dict[str, Any]:
