@@ -42,7 +42,7 @@ from nas.search.pool import EvaluatorPool
 
 #: label -> (strategy, options, whether it takes the budget and the seed)
 STRATEGIES = {
-    "evolution": ("evolution", {}, True),
+    "evolution": ("evolution", {"predictor": False}, True),
     "evolution+predictor": ("evolution", {"predictor": True}, True),
     "random": ("random", {}, True),
     "optuna": ("optuna", {}, True),

@@ -112,7 +112,7 @@ def _setup(name="efficientformerv2", tolerance_target=5e6):
 
 def test_every_candidate_lies_in_the_band_none_twice_and_the_elite_survives():
     space, cost, objective = _setup()
-    options = EvolutionOptions(evaluations=70, population=16, parents=4, tolerance=0.05)
+    options = EvolutionOptions(evaluations=70, population=16, parents=4, tolerance=0.05, predictor=False)
     saved = []
     population = evolve(
         space,
@@ -135,9 +135,10 @@ def test_every_candidate_lies_in_the_band_none_twice_and_the_elite_survives():
 def test_evolution_finds_better_networks_than_random_search_at_equal_evaluations():
     space, cost, objective = _setup()
     accuracy = smooth_accuracy(space)
+    plain = EvolutionOptions(evaluations=96, predictor=False)
     wins = 0
     for seed in range(3):
-        evolved = evolve(space, accuracy, cost, objective, EvolutionOptions(evaluations=96), random.Random(seed))
+        evolved = evolve(space, accuracy, cost, objective, plain, random.Random(seed))
         drawn = random_search(space, accuracy, cost, objective, 96, random.Random(seed), tolerance=0.05)
         wins += evolved.best()["accuracy"] > max(r["accuracy"] for r in drawn)
     assert wins == 3

@@ -327,7 +327,7 @@ def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypa
         == 0
     )
     found = json.loads(capsys.readouterr().out)
-    assert found["latency_ms"] <= target and found["steps"] > 0 and "measured" in found["latency_source"]
+    assert found["latency_ms"] <= target and found["evaluations"] > 0 and "measured" in found["latency_source"]
     assert ArchConfig.load(search / "arch.yaml").family == "tinyconv"
     compare = tmp_path / "compare"
     assert (

@@ -17,7 +17,8 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any, NoReturn
 
-from nas.recipe import MIN_IMG_SIZE
+from nas.recipe import MIN_IMG_SIZE, recipe_from_args
+from nas.search.settings import OBJECTIVES
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -126,6 +127,30 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str, superne
     )
     add_recipe_overrides(parser, supernet)
     add_common(parser)
+
+
+def training_request_fields(args: argparse.Namespace, run: str) -> dict[str, Any]:
+    """The fields of a :class:`nas.train.loop.TrainingRequest` that :func:`add_training_args`'s options
+    set, for ``run`` (the run folder the command chose)."""
+    return {
+        "recipe": recipe_from_args(args),
+        "data": args.data,
+        "run": run,
+        "seed": args.seed,
+        "resume": args.resume,
+        "max_steps": args.max_steps,
+        "init": args.init,
+    }
+
+
+def add_budget_args(parser: argparse.ArgumentParser) -> None:
+    """The budget a command searches or draws at (``search``, ``sample``, ``headroom``): the objective, its
+    target and the device whose latency table prices it."""
+    parser.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
+    parser.add_argument(
+        "--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under"
+    )
+    parser.add_argument("--device", help="latency table device (needed for mes and latency)")
 
 
 def add_pool_args(parser: argparse.ArgumentParser, what: str) -> None:

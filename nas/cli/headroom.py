@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, add_pool_args, emit, fraction, image_size, positive_int
+from nas.cli.common import add_budget_args, add_common, add_pool_args, emit, fraction, image_size, positive_int
 from nas.recipe import add_recipe_overrides, recipe_from_args
-from nas.search.settings import OBJECTIVES
 
 
 def add_parser(sub) -> None:
@@ -22,9 +21,7 @@ def add_parser(sub) -> None:
         "and the trainings that match (docs/how-to/headroom.md).",
     )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
-    p.add_argument("--objective", required=True, help=f"the budget: one of {', '.join(OBJECTIVES)}")
-    p.add_argument("--target", required=True, type=float, help="the budget's value (as nas search --target)")
-    p.add_argument("--device", help="latency table device (for mes and latency)")
+    add_budget_args(p)
     p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
     p.add_argument("--networks", type=positive_int, default=4, help="random networks to draw (default 4)")
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per network (default 2)")

@@ -7,15 +7,14 @@ import random
 from pathlib import Path
 
 from nas.cli.common import (
+    add_budget_args,
     add_common,
     emit,
     fraction,
     image_size,
-    positive_float,
     positive_int,
 )
 from nas.core.typed_yaml import dump_yaml, write_text_atomic
-from nas.search.settings import OBJECTIVES
 
 
 def add_parser(sub) -> None:
@@ -28,9 +27,7 @@ def add_parser(sub) -> None:
         "writes them as arch YAMLs.",
     )
     p.add_argument("--space", help="search space (default: the --supernet run's; one of the two is needed)")
-    p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
-    p.add_argument("--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under")
-    p.add_argument("--device", help="latency table device (needed for mes and latency)")
+    add_budget_args(p)
     p.add_argument(
         "--supernet",
         help="run folder of `nas train-supernet`: sample its space, priced as `nas search` prices it (at the "

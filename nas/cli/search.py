@@ -7,14 +7,14 @@ import dataclasses
 import json
 
 from nas.cli.common import (
+    add_budget_args,
     add_common,
     emit,
     image_size,
     nonneg_int,
-    positive_float,
     positive_int,
 )
-from nas.search.settings import DEFAULT_STRATEGY, OBJECTIVES
+from nas.search.settings import DEFAULT_STRATEGY
 from nas.search.strategy import strategy_names
 
 #: Flags of earlier versions that set a strategy's option: flag -> option key.
@@ -40,9 +40,7 @@ def add_parser(sub) -> None:
         "in-process (--workers 0) or on Ray.",
     )
     p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
-    p.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
-    p.add_argument("--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under")
-    p.add_argument("--device", help="latency table device (needed for mes and latency)")
+    add_budget_args(p)
     p.add_argument(
         "--img-size",
         type=image_size,

@@ -13,9 +13,10 @@ above), so that every network the search weighs is a fair rival of one at the ta
   since the archive is kept); children come by crossover of two parents (a ``crossover`` share) or
   by mutation of one (:meth:`SearchSpace.mutate`, :meth:`SearchSpace.crossover`), repaired into the
   space; a child outside the band or evaluated before is bred again.
-- With ``predictor``, ``screen`` children are bred per evaluation and an accuracy predictor fitted on
-  every evaluation so far (:mod:`nas.search.predictor`) picks the best, plus an ``explore`` share drawn
-  at random among the rest; the predictor's Kendall tau on the networks it had not seen is logged.
+- With ``predictor`` (the default; ``--set predictor=false`` leaves it out), ``screen`` children
+  are bred per evaluation and an accuracy predictor fitted on every evaluation so far
+  (:mod:`nas.search.predictor`) picks the best, plus an ``explore`` share drawn at random among the
+  rest; the predictor's Kendall tau on the networks it had not seen is logged.
 - A generation is one batch on the evaluator pool (Ray workers share it). The archive and the random
   generator's state are saved after every generation (``population.json``), so ``--resume``
   continues exactly where the interrupted search would have gone.
@@ -37,7 +38,7 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting, write_text_atomic
 from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.predictor import AccuracyPredictor, RidgePredictor, kendall_tau
-from nas.search.sample import require_band, sample_distinct
+from nas.search.sample import InBand, sample_distinct
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,11 @@ class EvolutionOptions:
     include: tuple[str, ...] = setting(
         (), help="networks of the first population: arch YAML files or member names (e.g. greedy's arch.yaml)"
     )
-    predictor: bool = setting(False, help="screen children with an accuracy predictor fitted on the evaluations so far")
+    predictor: bool = setting(
+        True,
+        help="screen children with an accuracy predictor fitted on the evaluations so far (false: breed and "
+        "evaluate every child)",
+    )
     screen: int = setting(8, low=1, help="with predictor: children bred per child evaluated")
     explore: float = setting(
         0.25, low=0, high=1, help="with predictor: share of each generation drawn at random among the screened-out"
@@ -240,17 +245,11 @@ def evolve(
     return population
 
 
-class EvolutionStrategy:
+class EvolutionStrategy(InBand):
     """``evolution``: constrained evolution of the supernet's sub-networks in the band (:func:`evolve`)."""
 
     name = "evolution"
     options = EvolutionOptions
-
-    def check(
-        self, space: SearchSpace, objective: Objective, cost: CostFn, options: EvolutionOptions, checkpoint: str
-    ) -> None:
-        """Refuse a band no random sub-network lies in, before the run folder exists."""
-        require_band(space, objective, cost, options.tolerance)
 
     def run(self, context: SearchContext, options: EvolutionOptions) -> StrategyOutcome:
         """Evolve (continuing ``population.json`` on resume), saving the archive after every generation."""

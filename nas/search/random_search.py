@@ -23,7 +23,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
 from nas.search.objective import AccuracyFn, CostFn, Objective
-from nas.search.sample import require_band, sample_distinct
+from nas.search.sample import InBand, sample_distinct
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
 from nas.search.trials import trial_record, trials_outcome, write_trials
 
@@ -82,17 +82,11 @@ def random_search(
     return records
 
 
-class RandomStrategy:
+class RandomStrategy(InBand):
     """``random``: the most accurate of ``evaluations`` uniform samples in the band (:func:`random_search`)."""
 
     name = "random"
     options = RandomOptions
-
-    def check(
-        self, space: SearchSpace, objective: Objective, cost: CostFn, options: RandomOptions, checkpoint: str
-    ) -> None:
-        """Refuse a band no random sub-network lies in, before the run folder exists."""
-        require_band(space, objective, cost, options.tolerance)
 
     def run(self, context: SearchContext, options: RandomOptions) -> StrategyOutcome:
         """Draw, evaluate (a batch per round of the pool's workers) and choose; resumable from the cache."""

@@ -14,7 +14,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.runs.checkpoint import load_checkpoint
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
-from nas.search.objective import CostFn, Objective, require_reachable
+from nas.search.objective import CostFn, Objective, reachable_range, require_reachable
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,20 @@ def require_band(
     if tolerance is not None:
         low, high = objective.band(tolerance)
         where = f"the band {low:.4g} to {high:.4g} ({objective.unit}) of {where}"
+    lo, hi = sorted(reachable_range(space, cost, objective))
     raise NasError(
-        f"none of {max_draws} random sub-networks of {space.name} lies in {where}; widen the band "
-        "(--set tolerance=...) or choose another --target"
+        f"none of {max_draws} random sub-networks of {space.name} lies in {where} (its sub-networks span "
+        f"{lo:.4g} to {hi:.4g}); widen the band (--set tolerance=...) or choose another --target"
     )
+
+
+class InBand:
+    """What a strategy that draws in the band of its ``tolerance`` option (evolution, random search)
+    checks: that a random sub-network lies in the band, before the run folder exists."""
+
+    def check(self, space: SearchSpace, objective: Objective, cost: CostFn, options, checkpoint: str) -> None:
+        """Refuse a band no random sub-network lies in (:func:`require_band`)."""
+        require_band(space, objective, cost, options.tolerance)
 
 
 def sample_within_budget(
