@@ -22,7 +22,7 @@ import torch
 
 from nas.recipe import load_recipe
 from nas.space_files import load_space
-from nas.studies.jobs import train_all, training_job
+from nas.studies.jobs import TrainingPool, train_all, training_job
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
     for label, workers in (("in-process", 0), (f"{args.workers} Ray workers", args.workers)):
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            train_all(jobs(Path(tmp)), workers, None, threads=1)
+            train_all(jobs(Path(tmp)), TrainingPool(workers, None, threads_per_worker=1))
             timings[label] = time.perf_counter() - start
     base, ray_time = timings["in-process"], timings[f"{args.workers} Ray workers"]
     print(

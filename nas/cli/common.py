@@ -166,3 +166,10 @@ def add_pool_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     parser.add_argument("--resume", action="store_true", help=f"continue the {what} in --out")
     parser.add_argument("--max-steps", type=positive_int, help="stop every training after this many steps (smoke runs)")
+
+
+def training_pool(args: argparse.Namespace):
+    """The :class:`nas.studies.jobs.TrainingPool` that :func:`add_pool_args`'s options name."""
+    from nas.studies.jobs import TrainingPool
+
+    return TrainingPool(args.workers, args.ray_address, args.threads_per_worker)

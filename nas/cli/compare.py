@@ -12,6 +12,7 @@ from nas.cli.common import (
     fraction,
     image_size,
     positive_int,
+    training_pool,
 )
 from nas.core.typed_yaml import read_yaml
 from nas.recipe import add_recipe_overrides, recipe_from_args
@@ -129,9 +130,7 @@ def run(args: argparse.Namespace) -> int:
         supernet=None if supernet in (None, "none") else supernet,
         # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
         bn_calib_batches=args.recipe_bn_calib_batches or defaults.get("bn_calib_batches"),
-        workers=args.workers,
-        ray_address=args.ray_address,
-        threads_per_worker=args.threads_per_worker,
+        pool=training_pool(args),
         resume=args.resume,
         max_steps=args.max_steps,
         recipe_name=str(args.recipe),

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_budget_args, add_common, add_pool_args, emit, fraction, image_size, positive_int
+from nas.cli.common import (
+    add_budget_args,
+    add_common,
+    add_pool_args,
+    emit,
+    fraction,
+    image_size,
+    positive_int,
+    training_pool,
+)
 from nas.recipe import add_recipe_overrides, recipe_from_args
 
 
@@ -64,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
             data=args.data,
             seed=args.seed,
             img_size=args.price_size,
-            workers=args.workers,
-            ray_address=args.ray_address,
-            threads_per_worker=args.threads_per_worker,
+            pool=training_pool(args),
             resume=args.resume,
             max_steps=args.max_steps,
             recipe_name=str(args.recipe),

@@ -13,6 +13,7 @@ from nas.cli.common import (
     image_size,
     nonneg_int,
     positive_int,
+    training_pool,
 )
 from nas.recipe import add_recipe_overrides, load_recipe, recipe_from_args
 
@@ -78,9 +79,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         img_size=args.price_size,
         seed=args.seed,
-        workers=args.workers,
-        ray_address=args.ray_address,
-        threads_per_worker=args.threads_per_worker,
+        pool=training_pool(args),
         resume=args.resume,
         max_steps=args.max_steps,
         full_recipe=full,

@@ -36,7 +36,7 @@ from nas.data import load_splits
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
-from nas.runs.checkpoint import file_digest, load_checkpoint
+from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import COMPARISON, RunFolder
 from nas.runs.writers import write_json
@@ -47,11 +47,13 @@ from nas.stats import mean_std, random_frontier, searched_vs_random
 from nas.studies.compare_plan import adopt_trainings, plan_networks, reused_networks, saved_plan
 from nas.studies.compare_report import plot, sources_words, to_csv, to_markdown
 from nas.studies.jobs import (
+    TrainingPool,
     price_networks,
     seed_run_name,
     supernet_accuracies,
     train_all,
     training_job,
+    trainings_recorded,
 )
 
 log = logging.getLogger(__name__)
@@ -75,9 +77,7 @@ class CompareRequest:
     img_size: int | None = None  # input size cost is priced at (None: the supernet's training size, else the recipe's)
     supernet: str | None = None  # also score every network with this supernet run's weights
     bn_calib_batches: int | None = None  # the supernet scores' BatchNorm calibration (None: its recipe's)
-    workers: int = 0  # Ray workers (0: train in this process)
-    ray_address: str | None = None  # join an existing Ray cluster
-    threads_per_worker: int = 1
+    pool: TrainingPool = TrainingPool()  # where the networks train
     resume: bool = False
     max_steps: int | None = None  # stop every training after this many steps (smoke runs)
     recipe_name: str = ""  # how the user named the recipe (for the sources)
@@ -183,15 +183,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
         random=n_random,
         objective=request.objective,
         tolerance=request.tolerance,
-        device=request.device,
-        img_size=img_size,
-        data=request.data,
-        seed=request.seed,
-        recipe=request.recipe,
-        recipe_name=request.recipe_name,
-        max_steps=request.max_steps,
-        data_fingerprint=fingerprint,
-        table_digest=file_digest(table.path) if table is not None else None,
+        **trainings_recorded(request, img_size, fingerprint, table),
         supernet=request.supernet,
         supernet_digest=supernet_context.get("supernet_digest"),
         bn_calib_batches=supernet_context.get("bn_calib_batches"),
@@ -232,7 +224,7 @@ def _train_and_report(
     if "random_from" in draws:
         reused = adopt_trainings(Path(draws["random_from"]["path"]), config, jobs)
         draws = {**draws, "random_from": {**draws["random_from"], "trainings_reused": reused}}
-    trained = train_all(jobs, request.workers, request.ray_address, request.threads_per_worker, clock)
+    trained = train_all(jobs, request.pool, clock)
     supernet_top1 = (
         supernet_accuracies(prepared.supernet_spec, prepared.supernet_context, [a for _, a in networks], out)
         if prepared.supernet_spec

@@ -36,6 +36,7 @@ from nas.search.engine import SearchRequest, search
 from nas.search.objective import Objective, cost_function, reachable_range
 from nas.space_files import load_space
 from nas.studies.compare import CompareRequest, compare
+from nas.studies.jobs import TrainingPool
 from nas.train.supernet import SupernetTrainingRequest, train_supernet
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ class _Demo:
                 objective="mes",
                 device=DEMO_DEVICE,
                 supernet=str(self.run_path / "supernet"),
-                workers=request.workers,
+                pool=TrainingPool(request.workers),
                 resume=RunFolder(run, COMPARISON).started,
                 recipe_name="demo",
                 searched_label=str(arch_path),

@@ -34,14 +34,13 @@ from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
 from nas.data import load_splits
 from nas.recipe import Recipe
-from nas.runs.checkpoint import file_digest
 from nas.runs.config import HeadroomRunConfig
 from nas.runs.folder import PILOT, RunFolder
 from nas.search.objective import Objective, require_table
 from nas.search.sample import sample_within_budget
 from nas.stats import headroom as margin_needed
 from nas.stats import mean_std, pooled_std
-from nas.studies.jobs import price_networks, seed_run_name, train_all, training_job
+from nas.studies.jobs import TrainingPool, price_networks, seed_run_name, train_all, training_job, trainings_recorded
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +67,7 @@ class HeadroomRequest:
     data: str | None = None
     seed: int = 0
     img_size: int | None = None  # input size cost is priced at (None: the recipe's)
-    workers: int = 0
-    ray_address: str | None = None
-    threads_per_worker: int = 1
+    pool: TrainingPool = TrainingPool()  # where the networks train
     resume: bool = False
     max_steps: int | None = None
     recipe_name: str = ""
@@ -111,15 +108,7 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
         tolerance=request.tolerance,
         random=request.networks,
         seeds=request.seeds,
-        device=request.device,
-        img_size=img_size,
-        data=request.data,
-        seed=request.seed,
-        recipe=request.recipe,
-        recipe_name=request.recipe_name,
-        max_steps=request.max_steps,
-        data_fingerprint=fingerprint,
-        table_digest=file_digest(table.path) if table is not None else None,
+        **trainings_recorded(request, img_size, fingerprint, table),
         planned_random=request.planned_random,
     )
     folder = RunFolder(request.out, PILOT)
@@ -159,7 +148,7 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
             for name, arch in networks
             for k, s in enumerate(seeds)
         ]
-        trained = train_all(jobs, request.workers, request.ray_address, request.threads_per_worker, clock)
+        trained = train_all(jobs, request.pool, clock)
         rows = []
         for i, (name, arch) in enumerate(networks):
             top1s = [r["top1"] for r in trained[i * len(seeds) : (i + 1) * len(seeds)]]

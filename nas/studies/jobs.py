@@ -8,6 +8,7 @@ interrupted, so a study that is run again (or a Ray task that is retried) contin
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from nas.core.arch import ArchConfig
 from nas.core.space import SearchSpace
 from nas.latency.predicted import keep, table_for
 from nas.recipe import LOADER_WORKERS_AUTO, Recipe
+from nas.runs.checkpoint import file_digest
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.search.evaluator import DiskCache
@@ -25,6 +27,16 @@ from nas.search.objective import cost_function
 from nas.search.pool import EvaluatorPool
 from nas.search.resolution import price_size, warn_if_apart
 from nas.train.fixed import FixedTrainingRequest, train_fixed
+
+
+@dataclass(frozen=True)
+class TrainingPool:
+    """Where a study trains its networks: one after another in this process (no workers, no address),
+    or on Ray workers of a local cluster the study starts, or of the cluster at ``ray_address``."""
+
+    workers: int = 0  # Ray workers (0: train in this process)
+    ray_address: str | None = None  # join an existing Ray cluster
+    threads_per_worker: int = 1  # torch threads (CPUs held) per Ray worker
 
 
 def price_networks(
@@ -46,6 +58,23 @@ def price_networks(
     warn_if_apart(img_size, trained_here, "the networks train and are scored", subject)
     table = keep(table_for(device, space, img_size)) if device else None
     return img_size, table, cost_function(table, img_size, num_classes)
+
+
+def trainings_recorded(request, img_size: int, fingerprint: str, table) -> dict[str, Any]:
+    """What the config of a study of networks trained from scratch (``compare``, ``headroom``) records
+    of their trainings and pricing, from its request (``device``, ``data``, ``seed``, ``recipe``,
+    ``recipe_name``, ``max_steps``): a resumed study that differs in any of them is refused."""
+    return {
+        "device": request.device,
+        "img_size": img_size,
+        "data": request.data,
+        "seed": request.seed,
+        "recipe": request.recipe,
+        "recipe_name": request.recipe_name,
+        "max_steps": request.max_steps,
+        "data_fingerprint": fingerprint,
+        "table_digest": file_digest(table.path) if table is not None else None,
+    }
 
 
 def training_job(
@@ -95,11 +124,9 @@ def seed_run_name(network: str, k: int) -> str:
     return network if k == 0 else f"{network}-seed{k}"
 
 
-def train_all(
-    jobs: list[FixedTrainingRequest], workers: int, address: str | None, threads: int, clock: RunClock | None = None
-) -> list[dict]:
-    """Train every job (in Ray workers when ``workers`` or ``address`` is given), in job order;
-    ``clock`` records the wall time after each network."""
+def train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunClock | None = None) -> list[dict]:
+    """Train every job on ``pool``, in job order; ``clock`` records the wall time after each network."""
+    workers, address, threads = pool.workers, pool.ray_address, pool.threads_per_worker
     finished = all(RunFolder(job.run).finished for job in jobs)
     if finished or (workers == 0 and address is None):
         done = []

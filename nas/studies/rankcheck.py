@@ -44,7 +44,14 @@ from nas.search.resolution import resolution_words
 from nas.search.sample import spread_indices, spread_sample
 from nas.space_files import load_space
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
-from nas.studies.jobs import price_networks, supernet_accuracies, train_all, train_images_words, training_job
+from nas.studies.jobs import (
+    TrainingPool,
+    price_networks,
+    supernet_accuracies,
+    train_all,
+    train_images_words,
+    training_job,
+)
 from nas.train.fixed import FixedTrainingRequest
 from nas.zero_cost import zero_cost_proxies
 
@@ -65,9 +72,7 @@ class RankCheckRequest:
     full_n: int = 0
     bn_calib_batches: int | None = None  # the supernet's BatchNorm calibration (None: its recipe's)
     scratch_from: str | Path | None = None  # reuse this finished study's from-scratch results
-    workers: int = 0  # Ray workers (0: train in this process)
-    ray_address: str | None = None  # join an existing Ray cluster
-    threads_per_worker: int = 1
+    pool: TrainingPool = TrainingPool()  # where the networks train
     resume: bool = False
     max_steps: int | None = None  # stop every training after this many steps (smoke runs)
     recipe_name: str = ""  # how the user named the recipe (for the sources)
@@ -292,9 +297,8 @@ def _train(
             for i in indices
         ]
 
-    pool = (request.workers, request.ray_address, request.threads_per_worker)
-    short = train_all(jobs(config.recipe, "runs", list(range(len(archs)))), *pool, clock)
-    full = train_all(jobs(config.full_recipe, "runs-full", checked), *pool, clock) if config.full_n else []
+    short = train_all(jobs(config.recipe, "runs", list(range(len(archs)))), request.pool, clock)
+    full = train_all(jobs(config.full_recipe, "runs-full", checked), request.pool, clock) if config.full_n else []
     return short, full
 
 
