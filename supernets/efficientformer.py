@@ -39,7 +39,8 @@ from nas.core.arch import BLOCK_TYPES, ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import ActionsFn, Family, SpaceRules
 from nas.core.signature import BlockSignature
-from nas.core.space import Action, SearchSpace, slots_of_types
+from nas.core.space import SearchSpace
+from nas.core.stage import Action, slots_of_types
 from supernets import register_family
 from supernets.base import (
     NUM_STAGES,

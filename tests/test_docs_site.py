@@ -154,7 +154,8 @@ def test_every_recipe_field_has_a_meaning_and_a_row():
 
 def test_every_space_file_field_has_a_row():
     from nas.core.arch import ArchConfig
-    from nas.core.space import StageSpace, _SpaceFile
+    from nas.core.space import _SpaceFile
+    from nas.core.stage import StageSpace
 
     text = (ROOT / "docs" / "reference" / "spaces.md").read_text(encoding="utf-8")
     for cls in (_SpaceFile, StageSpace, ArchConfig):

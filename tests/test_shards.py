@@ -12,7 +12,8 @@ from helpers import copy_run
 
 from nas.cli import main
 from nas.data import data_fingerprint, load_splits
-from nas.data.shards import ShardIndex, shard_eval_loader, shard_train_loader
+from nas.data.shard_index import ShardIndex
+from nas.data.shards import shard_eval_loader, shard_train_loader
 from nas.recipe import Recipe, load_recipe
 
 SUPERNET = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny"]

@@ -9,7 +9,7 @@ from timm.models.efficientformer_v2 import (
 )
 
 from nas import ArchConfig, NasError, load_space
-from nas.core.space import block_slots
+from nas.core.stage import block_slots
 from nas.metrics import count_params
 
 TIMM_KEYS = {

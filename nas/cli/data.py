@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
 def run_check(args: argparse.Namespace) -> int:
     """Run ``nas data check``: check the folder, print its summary; exit code 2 if a file is corrupt."""
     from nas.data.inspect import check_folder
-    from nas.data.shards import is_shard_folder
+    from nas.data.shard_index import is_shard_folder
 
     report = check_folder(args.data, args.workers)
     lines = [f"{report['data']}  (fingerprint {report['fingerprint']})"]

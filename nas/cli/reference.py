@@ -375,7 +375,8 @@ def space_reference() -> str:
     """The Markdown of ``docs/reference/spaces.md``, from the space-file dataclasses."""
     from nas.configs import available_spaces
     from nas.core.arch import ArchConfig
-    from nas.core.space import StageSpace, _SpaceFile
+    from nas.core.space import _SpaceFile
+    from nas.core.stage import StageSpace
 
     def described(table: dict[str, str]) -> Callable[[dataclasses.Field], str]:
         return lambda f: table.get(f.name, "")

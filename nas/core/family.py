@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # for annotations only: the core never imports torch
 
     from nas.core.arch import ArchConfig
     from nas.core.signature import BlockSignature
-    from nas.core.space import Action, SearchSpace
+    from nas.core.space import SearchSpace
+    from nas.core.stage import Action
 
 ActionsFn = Callable[["ArchConfig"], Iterable[tuple["Action", "ArchConfig"]]]
 

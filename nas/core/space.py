@@ -25,77 +25,12 @@ from typing import Any
 from nas.core.arch import BLOCK_TYPES, ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import SpaceRules
+from nas.core.stage import Action, StageSpace, block_slots, slots_of_types
 from nas.core.typed_yaml import from_mapping, read_yaml
-
-
-def block_slots(depth: int, attention: int, max_depth: int) -> tuple[int, ...]:
-    """Supernet slot of each block of a stage with ``depth`` blocks, the last ``attention`` of them
-    with attention: FFN-only blocks take the first slots, attention blocks the last ones."""
-    ffn = depth - attention
-    return tuple(range(ffn)) + tuple(range(max_depth - attention, max_depth))
-
-
-def slots_of_types(types: tuple[str, ...]) -> tuple[int, ...]:
-    """Positions of the kept blocks in an EfficientFormer stage's choice list."""
-    return tuple(i for i, b in enumerate(types) if b != "skip")
 
 
 def _fmt(values) -> str:
     return ", ".join(str(v) for v in values)
-
-
-@dataclass(frozen=True)
-class StageSpace:
-    """The choices of one stage."""
-
-    depths: tuple[int, ...]
-    widths: tuple[int, ...]
-    expansion_ratios: tuple[int, ...] = ()
-    attention: tuple[int, ...] = (0,)
-    #: Per supernet slot, the largest expansion ratio (defaults to max(expansion_ratios) everywhere).
-    #: Lets a space's largest network be a given model, e.g. EfficientFormerV2-L.
-    max_expansion_ratios: tuple[int, ...] | None = None
-
-    @property
-    def max_depth(self) -> int:
-        return max(self.depths)
-
-    @property
-    def max_width(self) -> int:
-        return max(self.widths)
-
-    @property
-    def max_attention(self) -> int:
-        return max(self.attention)
-
-    def slot_max_ratio(self, slot: int) -> int:
-        if self.max_expansion_ratios is not None:
-            return self.max_expansion_ratios[slot]
-        return max(self.expansion_ratios) if self.expansion_ratios else 0
-
-    def ratios_at(self, slot: int) -> tuple[int, ...]:
-        top = self.slot_max_ratio(slot)
-        return tuple(r for r in self.expansion_ratios if r <= top)
-
-    def max_hidden(self, slot: int) -> int:
-        """Hidden width of the supernet's block in ``slot``."""
-        return self.slot_max_ratio(slot) * self.max_width
-
-    def attention_choices(self, depth: int) -> tuple[int, ...]:
-        return tuple(a for a in self.attention if a <= depth)
-
-
-@dataclass(frozen=True)
-class Action:
-    """One shrinking step from an architecture (the frontier of greedy slimming)."""
-
-    kind: str  # remove_block | remove_attention | narrow_stage | lower_hidden
-    stage: int  # 0-based
-    block: int | None = None
-
-    def describe(self) -> str:
-        where = f"stage {self.stage + 1}" + (f" block {self.block + 1}" if self.block is not None else "")
-        return f"{self.kind.replace('_', ' ')} ({where})"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import numpy as np
 
 from nas.data.check import check_images, manifest_path
 from nas.data.shard_check import check_shards, verdict_path
-from nas.data.shards import ShardIndex, is_shard_folder
+from nas.data.shard_index import ShardIndex, is_shard_folder
 from nas.data.source import _listing_fingerprint, list_folder
 from nas.data.workers import available_cores
 

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from nas.core.errors import NasError
 from nas.data.check import check_images
-from nas.data.shards import CLASS_MEMBER, FORMAT, INDEX, MEMBERS, VERSION, ShardIndex
+from nas.data.shard_index import CLASS_MEMBER, FORMAT, INDEX, MEMBERS, VERSION, ShardIndex
 from nas.data.source import Listing, _listing_fingerprint, list_folder
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from PIL import Image
 
 from nas.core.errors import NasError
 from nas.data.check import cache_folder, chunked, pool_map
-from nas.data.shards import CLASS_MEMBER, MemberTable, ShardIndex
+from nas.data.shard_index import CLASS_MEMBER, MemberTable, ShardIndex
 from nas.data.workers import available_cores
 
 log = logging.getLogger(__name__)

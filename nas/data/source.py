@@ -27,7 +27,8 @@ from PIL import Image
 from nas.core.errors import NasError
 from nas.data.check import check_images, decode_all
 from nas.data.shard_check import check_shards, decode_members
-from nas.data.shards import MemberTable, ShardIndex, ShardSource, is_shard_folder, shard_splits
+from nas.data.shard_index import MemberTable, ShardIndex, is_shard_folder
+from nas.data.shards import ShardSource, shard_splits
 from nas.data.splits import search_split
 from nas.data.workers import cores_per_process
 from nas.recipe import Recipe
@@ -378,7 +379,7 @@ def data_fingerprint(data: str | None) -> str:
     """What identifies a data set in resume checks and cache keys: the relative path and size of
     every image in train/ and val/ (or test/), hashed (16 hex digits). Listing, not reading:
     cheap for ImageNet too. The built-in digits are ``"digits"``; a shard folder's is its shards'
-    names, counts and sizes (:meth:`nas.data.shards.ShardIndex.fingerprint`)."""
+    names, counts and sizes (:meth:`nas.data.shard_index.ShardIndex.fingerprint`)."""
     if data is None:
         return "digits"
     if is_shard_folder(data):

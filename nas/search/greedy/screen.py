@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nas.core.arch import ArchConfig
-from nas.core.space import Action, SearchSpace
+from nas.core.space import SearchSpace
+from nas.core.stage import Action
 from nas.search.objective import greedy_key
 from nas.search.predictor import AccuracyPredictor, RidgePredictor
 from nas.search.settings import ScreenConfig
