@@ -108,9 +108,9 @@ def test_random_from_reuses_the_networks_and_is_recorded(tiny_search, tiny_compa
 @pytest.mark.parametrize(
     "searched, extra, fragment",
     [
-        ("largest", [], "outside this searched network's band"),  # far more MACs: a much lower MES
+        ("largest", [], "outside this comparison's band"),  # far more MACs: a much lower MES
         ("search", ["--random", "3"], "holds 2 random networks"),
-        ("search", ["--objective", "params", "--tolerance", "0.001"], "outside this searched network's band"),
+        ("search", ["--objective", "params", "--tolerance", "0.001"], "outside this comparison's band"),
         ("nowhere", [], "not a comparison folder"),
     ],
 )
@@ -221,6 +221,44 @@ def test_frontier_interval_keeps_its_coverage_at_the_sizes_users_run():
         above += fit["p_above"] < 0.05
     assert abs(covered / trials - 0.95) <= 0.03
     assert above / trials <= 0.05
+
+
+def test_two_networks_searched_to_one_target_share_its_band(tiny_search, tmp_path, capsys):
+    """--target: the budget is the search's target, not the searched network's own cost, so a second
+    network searched to the same target (greedy's beside evolution's) is compared with the first one's
+    random networks, and their trainings are reused."""
+    space, cost = load_space(SPACE), cost_function(None, 32, 10)
+    first_arch = ArchConfig.load(tiny_search / "arch.yaml")
+    target = round(cost(first_arch).params * 1.02)  # the first network meets it, 2% under
+    second_arch = next(
+        a
+        for a in (space.sample(random.Random(i)) for i in range(5000))
+        if 0.85 * target <= cost(a).params <= 0.9 * target  # under the band: cheaper than any random network
+    )
+    budget = ["--objective", "params", "--target", str(target), "--tolerance", "0.1"]
+    first = tmp_path / "first"
+    assert main(compare_argv(tiny_search, first, *budget, "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["objective"] == {"name": "params", "target": target} and result["target_given"]
+    assert all(0.9 * target <= r["params"] <= target for r in result["rows"][1:])
+    assert f"Budget: params {target:.4g} (--target; the searched network" in (first / "compare.md").read_text()
+    assert f"within 10% of --target's params {target:.4g}" in result["sources"]["sampling"]
+
+    second_arch.save(tmp_path / "second.yaml")
+    second = tmp_path / "second"
+    argv = compare_argv(tiny_search, second, *budget, "--random-from", str(first), "--json")
+    argv[argv.index("--searched") + 1] = str(tmp_path / "second.yaml")
+    assert main([*argv, "--space", SPACE]) == 0
+    shared = json.loads(capsys.readouterr().out)
+    assert [r["digest"] for r in shared["rows"][1:]] == [r["digest"] for r in result["rows"][1:]]
+    assert shared["draws"]["random_from"]["trainings_reused"] == 2  # the random networks' trainings, copied
+    assert shared["rows"][0]["digest"] == second_arch.digest
+
+    over = tmp_path / "over"
+    argv = compare_argv(tiny_search, over, "--objective", "params", "--target", str(target // 2))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not meet it" in err[0] and not over.exists()
 
 
 def test_a_comparison_at_equal_predicted_latency(tiny_search, tmp_path, capsys):

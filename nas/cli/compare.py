@@ -11,6 +11,7 @@ from nas.cli.common import (
     emit,
     fraction,
     image_size,
+    positive_float,
     positive_int,
     training_pool,
 )
@@ -62,6 +63,13 @@ def add_parser(sub) -> None:
         help="input size MES, MACs and latency are priced at (default: the size the supernet trained at, else "
         "the recipe's img_size, the size the networks train at; a resumed comparison keeps the size it "
         "recorded; --img-size is the training size)",
+    )
+    p.add_argument(
+        "--target",
+        type=positive_float,
+        help="the budget's value, which the searched network must meet (default: the searched network's own); "
+        "with the search's target, comparisons of two networks searched to it draw in one band and share "
+        "their random networks (--random-from)",
     )
     p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
@@ -124,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         seeds=args.seeds,
         objective=args.objective or defaults.get("objective", "mes"),
+        target=args.target,
         tolerance=args.tolerance,
         device=args.device or defaults.get("device"),
         img_size=args.price_size,  # None: the supernet's training size, else the recipe's (nas.studies.compare)
@@ -139,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
     )
     result = compare(request)
     o = result["objective"]
+    whose = "--target" if result.get("target_given") else "the searched network's"
     lines = [
-        f"budget: {o['name']} {o['target']:.4g} (the searched network's)",
+        f"budget: {o['name']} {o['target']:.4g} ({whose})",
         *table_lines(result["rows"]),
         summary_line(result),
     ]

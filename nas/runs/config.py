@@ -120,6 +120,7 @@ class CompareRunConfig:
     seeds: int = setting(1, low=1)  # training seeds per network: seed, seed + 1, ...
     random_from: str | None = setting(None, free=True)  # the comparison whose random networks this one reuses
     random_from_digest: str | None = None  # SHA-256 of that comparison's plan.json: which networks
+    target: float | None = None  # --target: the budget's value (None: the searched network's own)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ class CompareRequest:
     seed: int = 0  # the first training seed; with the searched network, the random networks' draws (draw_seed)
     seeds: int = 1  # training seeds per network: seed, seed + 1, ...
     objective: str = "mes"  # the budget matched: mes, latency or params
+    target: float | None = None  # the budget's value (None: the searched network's own; else it must meet it)
     tolerance: float = 0.05  # relative budget band
     device: str | None = None  # latency table device (needed for mes and latency)
     img_size: int | None = None  # input size cost is priced at (None: the supernet's training size, else the recipe's)
@@ -137,6 +138,8 @@ def _check_request(request: CompareRequest) -> None:
         raise NasError(f"--seeds must be at least 1, got {request.seeds}")
     if not 0 < request.tolerance < 1:
         raise NasError(f"--tolerance must be between 0 and 1, got {request.tolerance}")
+    if request.target is not None and not request.target > 0:
+        raise NasError(f"--target must be positive, got {request.target:g}")
 
 
 def _prepare(request: CompareRequest) -> _Prepared:
@@ -169,6 +172,15 @@ def _prepare(request: CompareRequest) -> _Prepared:
         num_classes,
         "the comparison",
     )
+    if request.target is not None:
+        budget = Objective(request.objective, request.target)
+        own = budget.value(cost(request.searched))
+        if not budget.met(cost(request.searched)):
+            raise NasError(
+                f"--target {request.target:g}: the searched network has {budget.name} {own:.4g}, which does not "
+                f"meet it ({'at least' if budget.higher_is_better else 'at most'} the target); leave --target out "
+                "to compare at the searched network's own budget"
+            )
     reused, reused_digest = reused_networks(request.random_from, space) if request.random_from else (None, None)
     n_random = request.n_random if request.n_random is not None else (len(reused) if reused else 5)
     if reused is not None and n_random > len(reused):
@@ -190,6 +202,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
         seeds=request.seeds,
         random_from=str(request.random_from) if request.random_from else None,
         random_from_digest=reused_digest,
+        target=request.target,
     )
     return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
 
@@ -233,6 +246,7 @@ def _train_and_report(
     rows = _rows(networks, trained, supernet_top1, len(seeds), prepared, config.img_size)
     result = {
         "objective": {"name": objective.name, "target": objective.target},
+        **({"target_given": True} if config.target is not None else {}),
         "space": request.space.name,
         "searched": request.searched_label,
         "rows": rows,

@@ -90,11 +90,11 @@ def reused_networks(path: str | Path, space: SearchSpace) -> tuple[list[tuple[st
 
 
 def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objective, list[tuple[str, ArchConfig]], dict]:
-    """The budget (the searched network's own), the networks (the searched one, then the random ones) and
-    how the random ones were chosen: drawn from :func:`draw_seed`, or reused from ``random_from`` after
-    checking that each meets this budget."""
+    """The budget (``--target``, else the searched network's own), the networks (the searched one, then the
+    random ones) and how the random ones were chosen: drawn from :func:`draw_seed`, or reused from
+    ``random_from`` after checking that each meets this budget."""
     searched, cost, config = request.searched, prepared.cost, prepared.config
-    target = Objective(request.objective, 1.0).value(cost(searched))
+    target = request.target if request.target is not None else Objective(request.objective, 1.0).value(cost(searched))
     objective = Objective(request.objective, target)
     if prepared.reused is not None:
         randoms = [arch for _, arch in prepared.reused[: config.random]]
@@ -117,7 +117,7 @@ def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objecti
 
 
 def require_in_band(source, name: str, arch: ArchConfig, searched: ArchConfig, objective: Objective, cost, tolerance):
-    """Refuse a reused random network that is the searched one or outside this searched network's band."""
+    """Refuse a reused random network that is the searched one or outside this comparison's band."""
     if arch.digest == searched.digest:
         raise NasError(f"--random-from {source}: its {name} is the searched network itself")
     value = objective.value(cost(arch))
@@ -125,8 +125,8 @@ def require_in_band(source, name: str, arch: ArchConfig, searched: ArchConfig, o
         t = objective.target
         low, high = (t, t * (1 + tolerance)) if objective.higher_is_better else (t * (1 - tolerance), t)
         raise NasError(
-            f"--random-from {source}: its {name} has {objective.name} {value:.4g}, outside this searched "
-            f"network's band {low:.4g} to {high:.4g} ({100 * tolerance:g}% of {t:.4g} on the side that meets it)"
+            f"--random-from {source}: its {name} has {objective.name} {value:.4g}, outside this comparison's "
+            f"band {low:.4g} to {high:.4g} ({100 * tolerance:g}% of {t:.4g} on the side that meets it)"
         )
 
 

@@ -42,8 +42,8 @@ def sources_words(
         "resolution": resolution_words(config.img_size, recipe.img_size),
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
         "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of "
-        f"the searched network's {objective.name} {objective.target:.4g} on the side that meets it; "
-        + draws_words(draws),
+        f"{'--target' if config.target is not None else 'the searched network'}'s {objective.name} "
+        f"{objective.target:.4g} on the side that meets it; " + draws_words(draws),
         "frontier": "least squares of the random networks' mean top-1 against ln(MACs) and against predicted "
         "latency; the searched network's residual has a t-interval (k - 2 degrees of freedom) of the line at its "
         "cost plus its own seed noise",
@@ -237,8 +237,12 @@ def to_markdown(result: dict) -> str:
     lines = [
         f"# Searched vs random sub-networks of {result['space']}",
         "",
-        f"Budget: {objective['name']} {objective['target']:.4g} (the searched network's own, "
-        f"{result['searched'] or 'searched arch'}).",
+        f"Budget: {objective['name']} {objective['target']:.4g} "
+        + (
+            f"(--target; the searched network, {result['searched'] or 'searched arch'}, meets it)."
+            if result.get("target_given")
+            else f"(the searched network's own, {result['searched'] or 'searched arch'})."
+        ),
         "",
         *table_lines(result["rows"]),
         "",
