@@ -14,7 +14,8 @@ from timm.layers import to_2tuple
 
 from nas.core.arch import ArchConfig
 from nas.core.signature import BlockSignature
-from nas.core.space import SearchSpace, StageSpace
+from nas.core.space import SearchSpace
+from nas.core.stage import StageSpace
 from supernets.elastic_ops import (
     SLICE_GRADIENTS_FLAG,
     SharedWeightStatic,

@@ -31,7 +31,8 @@ from timm.models.swiftformer import (
 from nas.core.arch import ArchConfig
 from nas.core.family import Family, SpaceRules
 from nas.core.signature import BlockSignature
-from nas.core.space import SearchSpace, block_slots
+from nas.core.space import SearchSpace
+from nas.core.stage import block_slots
 from supernets import register_family
 from supernets.base import (
     ClassifierHead,
