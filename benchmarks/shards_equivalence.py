@@ -15,7 +15,9 @@ what the networks learn.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -26,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from nas.runs.provenance import code_version
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,7 +176,22 @@ def main() -> int:
         "compare": [r["top1_seeds"] for r in on_folder["compare"][0]["rows"]]
         == [r["top1_seeds"] for r in on_shards["compare"][0]["rows"]],
     }
-    figures = {"classes": args.classes, "images": images, "steps": args.steps, "pack_seconds": round(pack_s, 1)}
+    version = code_version()
+    figures = {
+        "commit": version["commit"],
+        "dirty": version["dirty"],
+        "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "classes": args.classes,
+        "images": images,
+        "steps": args.steps,
+        "pack_seconds": round(pack_s, 1),
+    }
+    print(
+        f"# commit {version['commit'][:12]}{' (uncommitted changes)' if version['dirty'] else ''}, "
+        f"{figures['date']}, torch {torch.__version__}, {os.cpu_count()} CPUs"
+    )
     print(f"pack: {images} images in {pack_s:.1f} s ({len(packed['splits']['train'])} training shards)")
     for command in same:
         folder_s, shards_s = on_folder[command][1], on_shards[command][1]
