@@ -151,7 +151,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, help="working folder (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args()
-    work = args.work or Path(tempfile.mkdtemp(prefix="shards-equivalence-"))
+    work = (args.work or Path(tempfile.mkdtemp(prefix="shards-equivalence-"))).resolve()  # commands run inside it
     began = time.perf_counter()
     folder, shards = work / "folder", work / "shards"
     make_folder(folder, args.classes, args.per_class, args.val_per_class, args.seed)

@@ -211,3 +211,27 @@ def test_the_strategies_table_is_what_the_benchmark_says():
     better = sum(r["heldout"] > r["heldout_own_choice"] for r in other)
     assert f"in {len(other)} of the {len(at_100)} searches" in " ".join(page.split())
     assert f"the held-out images in {better} of those {len(other)}" in " ".join(page.split())
+
+
+
+def test_the_tiny_space_strategies_are_what_the_benchmark_says():
+    """The tiny space's table, greedy's figures and the noise range, as the benchmarks page quotes them."""
+    raw = (ROOT / "docs" / "explanation" / "benchmarks.md").read_text(encoding="utf-8")
+    path = RESULTS / "search-strategies-tiny.json"
+    for row in strategy_rows(path):
+        assert row in raw, f"docs/explanation/benchmarks.md lacks (or misquotes) the tiny row\n{row}"
+    page = " ".join(raw.split())
+    rows = json.loads(path.read_text())["rows"]
+    greedy = {r["strategy"]: r for r in rows if r["strategy"].startswith("greedy")}
+    fast, full = greedy["greedy-fast"], greedy["greedy-full"]
+    assert f"its fast search ({fast['evaluations']} evaluations, {fast['wall_seconds']:.0f} s)" in page
+    assert f"its full search ({full['evaluations']}, {full['wall_seconds']:.0f} s)" in page
+    assert f"scored {100 * fast['heldout']:.2f}% and {100 * full['heldout']:.2f}% held out" in page
+    drawn = [r for r in rows if r.get("budget") == 100]
+    assert max(r["heldout"] for r in drawn) < min(fast["heldout"], full["heldout"])  # "above every one"
+    noise = [100 * r["noise_sd"] for r in drawn]
+    assert f"({min(noise):.1f} to {max(noise):.1f} points)" in page
+    other = [r for r in drawn if r["heldout"] != r["heldout_own_choice"]]
+    better = sum(r["heldout"] > r["heldout_own_choice"] for r in other)
+    assert f"in {len(other)} of the {len(drawn)} band-drawn searches" in page
+    assert f"scored higher held out in {better} of those {len(other)}" in page
