@@ -213,7 +213,6 @@ def test_the_strategies_table_is_what_the_benchmark_says():
     assert f"the held-out images in {better} of those {len(other)}" in " ".join(page.split())
 
 
-
 def test_the_tiny_space_strategies_are_what_the_benchmark_says():
     """The tiny space's table, greedy's figures and the noise range, as the benchmarks page quotes them."""
     raw = (ROOT / "docs" / "explanation" / "benchmarks.md").read_text(encoding="utf-8")
@@ -235,3 +234,12 @@ def test_the_tiny_space_strategies_are_what_the_benchmark_says():
     better = sum(r["heldout"] > r["heldout_own_choice"] for r in other)
     assert f"in {len(other)} of the {len(drawn)} band-drawn searches" in page
     assert f"scored higher held out in {better} of those {len(other)}" in page
+
+
+def test_the_shards_equivalence_row_is_what_the_benchmark_says():
+    figures = json.loads((RESULTS / "shards-equivalence.json").read_text())
+    commands = ("train-supernet", "search", "train", "compare")
+    assert figures["classes"] == 1000 and all(figures[c]["identical"] for c in commands)
+    ratios = ", ".join(f"{c} {figures[c]['shards_seconds'] / figures[c]['folder_seconds']:.2f}x" for c in commands)
+    row = f"identical in all four commands; wall time from the shards over the folder's: {ratios} |"
+    assert row in (ROOT / "docs" / "explanation" / "benchmarks.md").read_text(encoding="utf-8")
