@@ -205,7 +205,7 @@ def main() -> int:
             "shards_seconds": round(shards_s, 1),
         }
     figures["seconds"] = round(time.perf_counter() - began, 1)
-    print(f"{figures['seconds']:.0f} s in all")
+    print(f"# {figures['seconds']:.0f} s in all")
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1) + "\n")
     if not args.work:
