@@ -72,7 +72,9 @@ def test_the_tutorial_runs_as_written(tmp_path):
     searched = json.loads((work / "runs" / "search" / "result.json").read_text())
     assert searched["mes"] >= 450 and "MES" in search
     assert "cost priced at 32 px" in search
-    for name in ("summary.md", "search.jsonl", "trajectory.png"):
+    assert searched["strategy"] == "evolution" and searched["evaluations"] == 100  # the default strategy
+    assert searched["mes"] <= 450 * 1.05  # in the band
+    for name in ("population.json", "evaluations.jsonl"):
         assert (work / "runs" / "search" / name).exists(), name
     # 6: trained from scratch, scored on val/
     trained = json.loads((work / "runs" / "train" / "result.json").read_text())
