@@ -93,6 +93,7 @@ def test_export_executorch_matches_pytorch_logits(tmp_path, capsys):
     assert "an ExecuTorch program is a .pte file" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # every block of a space lowered and timed in the runtime, then checked end to end: 80 s
 def test_xnnpack_table_is_measured_labelled_and_checked(tmp_path, capsys):
     space = MICRO_SPACE
     out = tmp_path / "xnnpack.json"
