@@ -142,16 +142,8 @@ def searches() -> list[dict]:
 
         argv = command_line(config, f"runs/{folder.name}")
         reached = {"mes": result["mes"], "latency": result["latency_ms"], "params": result["params"]}
-        runs.append(
-            {
-                "name": folder.name,
-                "config": config,
-                "result": result,
-                "reached": reached[config["objective"]],
-                "command": checked(argv),
-                "table_note": table_note(config),
-            }
-        )
+        runs.append({"name": folder.name, "config": config, "result": result, "reached": reached[config["objective"]]})
+        runs[-1].update(command=checked(argv), table_note=table_note(config))
     return runs
 
 
@@ -164,6 +156,7 @@ def comparisons(searched: dict[str, dict]) -> list[dict]:
         arch = f"runs/{search['name']}/arch.yaml" if search else f"runs/{folder.name}/archs/searched.yaml"
         argv = ["nas", "compare", "--searched", arch, "--random", plan["random"], "--seeds", plan.get("seeds", 1)]
         argv += ["--objective", plan["objective"], "--tolerance", plan["tolerance"]]
+        argv += ["--target", f"{plan['target']:g}"] if plan.get("target") else []
         argv += ["--device", plan["device"]] if plan.get("device") else []
         argv += ["--price-size", plan["img_size"]] if plan.get("img_size") else []
         argv += [*recipe_args(plan["recipe"], plan.get("recipe_name") or None), "--data", plan["data"]]
@@ -205,17 +198,22 @@ def rank_checks() -> list[dict]:
         argv += ["--out", f"runs/{folder.name}", "--seed", plan["seed"]]
         others = {k: v for k, v in result["rankings"].items() if k != "supernet"}
         best = max(others, key=lambda k: -2 if others[k]["kendall_tau"] is None else others[k]["kendall_tau"])
-        runs.append(
-            {
-                "name": folder.name,
-                "plan": plan,
-                "result": result,
-                "supernet": result["rankings"]["supernet"],
-                "best": best,
-                "paired": others[best]["supernet_minus_tau"],
-                "command": checked(argv),
-            }
-        )
+        runs.append({"name": folder.name, "plan": plan, "result": result, "supernet": result["rankings"]["supernet"]})
+        runs[-1].update(best=best, paired=others[best]["supernet_minus_tau"], command=checked(argv))
+    return runs
+
+
+def pilots() -> list[dict]:
+    """Every ``nas headroom`` pilot (``pilot-*``): its command and summary (spread over noise, verdict)."""
+    runs = []
+    for folder in _folders("pilot-"):
+        c = _json(folder / "plan.json")["config"]
+        argv = ["nas", "headroom", "--space", c["space"], "--objective", c["objective"], "--target", f"{c['target']:g}"]
+        argv += ["--tolerance", c["tolerance"], "--networks", c["random"], "--seeds", c["seeds"]]
+        argv += [*(["--device", c["device"]] if c.get("device") else []), *recipe_args(c["recipe"], c["recipe_name"])]
+        argv += [*(["--data", c["data"]] if c.get("data") else []), "--out", f"runs/{folder.name}", "--seed", c["seed"]]
+        summary = _json(folder / "result.json")["summary"]
+        runs.append({"name": folder.name, "summary": summary, "command": checked(argv)})
     return runs
 
 
@@ -307,6 +305,7 @@ def context() -> dict:
         "compares": compares,
         "objectives": {name: {"runs": runs, **tally(runs)} for name, runs in by_objective.items()},
         "ranks": ranks,
+        "pilots": pilots(),
         "ranks_above": [r["name"] for r in ranks if (r["paired"]["ci"] or [0])[0] > 0],
         "benchmarks": benchmarks(),
         "fast": fast,
