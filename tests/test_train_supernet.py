@@ -285,19 +285,19 @@ def test_sandwich_samples_within_a_parameter_band():
     from types import SimpleNamespace
 
     from nas.metrics import count_params
-    from nas.train.supernet import SandwichStrategy
+    from nas.train.supernet import SandwichRule
 
     space = load_space("efficientformerv2-tiny")
     recipe = dataclasses.replace(load_recipe("demo"), img_size=32, sandwich_params_min=0.11, sandwich_params_max=0.16)
     trainer = SimpleNamespace(space=space, recipe=recipe, splits=SimpleNamespace(num_classes=10), seed=0)
-    strategy = SandwichStrategy(trainer)
+    strategy = SandwichRule(trainer)
     drawn = [count_params(strategy.sample(), 32, 10) for _ in range(20)]
     assert all(0.11e6 <= p <= 0.16e6 for p in drawn) and len(set(drawn)) > 1  # uniform draws: 3% of them fall here
-    again = SandwichStrategy(trainer)
+    again = SandwichRule(trainer)
     assert [count_params(again.sample(), 32, 10) for _ in range(20)] == drawn  # seeded
     trainer.recipe = dataclasses.replace(recipe, sandwich_params_min=5.0, sandwich_params_max=6.0)
     with pytest.raises(NasError, match="widen sandwich_params_min"):
-        SandwichStrategy(trainer).sample()
+        SandwichRule(trainer).sample()
     with pytest.raises(NasError, match="sandwich_params_min .* exceeds"):
         dataclasses.replace(recipe, sandwich_params_min=0.3, sandwich_params_max=0.2).check("recipe")
 

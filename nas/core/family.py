@@ -35,7 +35,7 @@ class SpaceRules:
 
 
 class Family(ABC):
-    """A model family: space rules, supernet, static networks, priced blocks, training strategy.
+    """A model family: space rules, supernet, static networks, priced blocks, training rule.
 
     Subclasses set the class attributes and implement the abstract methods; the defaults of the
     others fit a plain four-stage convolutional network.

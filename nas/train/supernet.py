@@ -93,7 +93,7 @@ def gumbel_temperature(recipe: Recipe, progress: float) -> float:
     return recipe.gumbel_tau_start * (recipe.gumbel_tau_end / recipe.gumbel_tau_start) ** min(max(progress, 0.0), 1.0)
 
 
-class SandwichStrategy:
+class SandwichRule:
     """The sandwich rule (EfficientFormerV2 §4.2.2, alg. 1): largest, smallest and
     ``sandwich_random`` sampled sub-networks per step, with in-place distillation."""
 
@@ -183,7 +183,7 @@ class SandwichStrategy:
         return {}
 
 
-class GumbelStrategy(SandwichStrategy):
+class GumbelRule(SandwichRule):
     """Gumbel-softmax block choice (EfficientFormer §4.2, eq. 8): one draw per position per step at
     an annealed temperature; the architecture logits α have their own optimizer, and the importance
     scores they give are saved with every checkpoint and in ``importance.json``."""
@@ -240,11 +240,11 @@ class GumbelStrategy(SandwichStrategy):
 
 
 #: A family's ``training`` names one of these (nas.core.family.Family.training).
-STRATEGIES = {"sandwich": SandwichStrategy, "gumbel": GumbelStrategy}
+RULES = {"sandwich": SandwichRule, "gumbel": GumbelRule}
 
 
 class SupernetTrainer(Trainer):
-    """Trains a family's supernet with the family's strategy (:data:`STRATEGIES`)."""
+    """Trains a family's supernet with the family's training rule (:data:`RULES`)."""
 
     command = "train-supernet"
     config_class = SupernetRunConfig
@@ -253,9 +253,9 @@ class SupernetTrainer(Trainer):
     def __init__(self, request: SupernetTrainingRequest):
         self.space = space = request.space
         self.family = get_family(space.family)
-        if self.family.training not in STRATEGIES:
+        if self.family.training not in RULES:
             raise NasError(
-                f"family {space.family} trains with {self.family.training!r}; known strategies: {', '.join(STRATEGIES)}"
+                f"family {space.family} trains with {self.family.training!r}; known training rules: {', '.join(RULES)}"
             )
         config = {"family": space.family, "space": space.name, "space_file": recorded_source(space)}
         super().__init__(request, config)
@@ -270,27 +270,27 @@ class SupernetTrainer(Trainer):
         )
 
     def weight_parameters(self):
-        return STRATEGIES[self.family.training].weight_parameters(self.net)  # called before setup()
+        return RULES[self.family.training].weight_parameters(self.net)  # called before setup()
 
     def setup(self) -> None:
         if self.env.world > 1:  # DDP reduces what autograd accumulates; in-place slice gradients bypass it
             enable_slice_gradients(self.net, False)
-        self.strategy = STRATEGIES[self.family.training](self)
+        self.rule = RULES[self.family.training](self)
 
     def extra_state(self) -> dict[str, Any]:
-        return {"space": self.space.name, "family": self.space.family, **self.strategy.state()}
+        return {"space": self.space.name, "family": self.space.family, **self.rule.state()}
 
     def after_save(self, state: dict[str, Any]) -> None:
-        self.strategy.saved(state)
+        self.rule.saved(state)
 
     def restore_extra(self, state: dict[str, Any]) -> None:
-        self.strategy.restore(state)
+        self.rule.restore(state)
 
     def step_record(self) -> dict[str, Any]:
-        return self.strategy.record()
+        return self.rule.record()
 
     def train_step(self, images, targets, teacher_labels) -> float:
-        return self.strategy.train_step(images, targets, teacher_labels)
+        return self.rule.train_step(images, targets, teacher_labels)
 
     def evaluate(self) -> dict[str, Any]:
         """Accuracy of the largest and smallest sub-networks on the search split (BN recalibrated)."""
@@ -310,7 +310,7 @@ class SupernetTrainer(Trainer):
         for suffix, net in self.eval_nets():
             for name, arch in (("largest", self.space.largest()), ("smallest", self.space.smallest())):
                 result[f"{name}_top1{suffix}"] = subnet_accuracy(net, arch, calib, search, self.device, self.recipe.amp)
-        return {**result, **self.strategy.result()}
+        return {**result, **self.rule.result()}
 
 
 @dataclass(frozen=True)
