@@ -49,10 +49,9 @@ from nas.studies.compare_report import plot, sources_words, to_csv, to_markdown
 from nas.studies.jobs import (
     TrainingPool,
     price_networks,
-    seed_run_name,
+    seeded_jobs,
     supernet_accuracies,
     train_all,
-    training_job,
     trainings_recorded,
 )
 
@@ -219,21 +218,7 @@ def _train_and_report(
     config, out = prepared.config, folder.path
     clock = folder.clock(request.resume)
     seeds = [config.seed + k for k in range(config.seeds)]
-    jobs = [
-        training_job(
-            name,
-            arch,
-            request.recipe,
-            config.data,
-            out / "runs" / seed_run_name(name, k),
-            s,
-            config.max_steps,
-            request.space.name,
-            request.progress,
-        )
-        for name, arch in networks
-        for k, s in enumerate(seeds)
-    ]
+    jobs = seeded_jobs(networks, seeds, request, out / "runs", config.data, config.max_steps)
     if "random_from" in draws:
         reused = adopt_trainings(Path(draws["random_from"]["path"]), config, jobs)
         draws = {**draws, "random_from": {**draws["random_from"], "trainings_reused": reused}}

@@ -40,7 +40,7 @@ from nas.search.objective import Objective, require_table
 from nas.search.sample import sample_within_budget
 from nas.stats import headroom as margin_needed
 from nas.stats import mean_std, pooled_std
-from nas.studies.jobs import TrainingPool, price_networks, seed_run_name, train_all, training_job, trainings_recorded
+from nas.studies.jobs import TrainingPool, price_networks, seeded_jobs, train_all, trainings_recorded
 
 log = logging.getLogger(__name__)
 
@@ -133,21 +133,7 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
     with folder.start(config, request.resume, plan):
         clock = folder.clock(request.resume)
         seeds = [request.seed + k for k in range(request.seeds)]
-        jobs = [
-            training_job(
-                name,
-                arch,
-                request.recipe,
-                request.data,
-                folder.path / "runs" / seed_run_name(name, k),
-                s,
-                request.max_steps,
-                request.space.name,
-                request.progress,
-            )
-            for name, arch in networks
-            for k, s in enumerate(seeds)
-        ]
+        jobs = seeded_jobs(networks, seeds, request, folder.path / "runs", request.data, request.max_steps)
         trained = train_all(jobs, request.pool, clock)
         rows = []
         for i, (name, arch) in enumerate(networks):

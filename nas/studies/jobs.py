@@ -102,6 +102,33 @@ def training_job(
     )
 
 
+def seeded_jobs(
+    networks: list[tuple[str, ArchConfig]],
+    seeds: list[int],
+    request,
+    runs: Path,
+    data: str | None,
+    max_steps: int | None,
+) -> list[FixedTrainingRequest]:
+    """Every network trained with every seed (network by network), each in ``runs/<name>[-seedK]``
+    (:func:`seed_run_name`), on ``request``'s recipe, space and progress setting."""
+    return [
+        training_job(
+            name,
+            arch,
+            request.recipe,
+            data,
+            runs / seed_run_name(name, k),
+            s,
+            max_steps,
+            request.space.name,
+            request.progress,
+        )
+        for name, arch in networks
+        for k, s in enumerate(seeds)
+    ]
+
+
 def train_one(job: FixedTrainingRequest, threads: int | None = None) -> dict[str, Any]:
     """Train one network of a study (it may run in a Ray worker); resumes from the run's checkpoint
     when there is one, so a retried task continues where it stopped."""
