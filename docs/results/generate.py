@@ -211,6 +211,7 @@ def pilots() -> list[dict]:
         argv = ["nas", "headroom", "--space", c["space"], "--objective", c["objective"], "--target", f"{c['target']:g}"]
         argv += ["--tolerance", c["tolerance"], "--networks", c["random"], "--seeds", c["seeds"]]
         argv += [*(["--device", c["device"]] if c.get("device") else []), *recipe_args(c["recipe"], c["recipe_name"])]
+        argv += ["--price-size", c["img_size"]] if c["img_size"] != c["recipe"]["img_size"] else []
         argv += [*(["--data", c["data"]] if c.get("data") else []), "--out", f"runs/{folder.name}", "--seed", c["seed"]]
         summary = _json(folder / "result.json")["summary"]
         runs.append({"name": folder.name, "summary": summary, "command": checked(argv)})
