@@ -18,6 +18,7 @@ from nas.core.space import SearchSpace
 from nas.core.stage import StageSpace
 from supernets.elastic_ops import (
     SLICE_GRADIENTS_FLAG,
+    ElasticLinear,
     SharedWeightStatic,
     copy_sliced_state,
     slice_gradients_enabled,
@@ -159,6 +160,13 @@ class SupernetBase(nn.Module):
     def set_distilled_training(self, enable: bool = True) -> None:
         """Return (class logits, distillation logits) in training mode, for hard distillation."""
         self.distilled_training = enable
+
+    def build_heads(self, width: int, distillation: bool, **dd) -> None:
+        """timm's ``head_drop``, ``head`` and, with ``distillation``, ``head_dist`` on ``width`` features,
+        as elastic linears (registered here, after the body, as timm orders them)."""
+        self.head_drop = nn.Dropout(self.drop_rate)
+        self.head = ElasticLinear.from_static(nn.Linear(width, self.num_classes, **dd))
+        self.head_dist = ElasticLinear.from_static(nn.Linear(width, self.num_classes, **dd)) if distillation else None
 
     def forward_head(self, x: torch.Tensor):
         x = self.head_drop(x.mean(dim=self.pool_dims))

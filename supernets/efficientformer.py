@@ -261,27 +261,23 @@ class EfficientFormerSupernet(SupernetBase):
     def __init__(
         self,
         space: SearchSpace,
-        img_size=224,
-        num_classes: int = 1000,
-        in_chans: int = 3,
-        drop_rate: float = 0.0,
-        drop_path_rate: float = 0.0,
-        layer_scale_init_value: float = 1e-5,
+        *,
         distillation: bool = True,
         temperature: float = 5.0,
         device=None,
         dtype=None,
+        **options,
     ):
-        super().__init__(space, img_size, num_classes, in_chans, drop_rate, drop_path_rate, layer_scale_init_value)
+        # options: SupernetBase's (img_size, num_classes, in_chans, drop rates, layer scale), kept on self.
+        super().__init__(space, **options)
         dd = {"device": device, "dtype": dtype}
         self.temperature = temperature
-        widths = [st.max_width for st in space.stages]
-        depths = [st.max_depth for st in space.stages]
+        depths, widths = list(self.largest.depths), list(self.largest.widths)
         grids = stage_resolutions(self.img_size)
-        dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
+        dpr = calculate_drop_path_rates(self.drop_path_rate, depths, stagewise=True)
         attention_stages = EfficientFormerFamily.rules.attention_stages
 
-        self.stem = ElasticStem4.from_static(Stem4(in_chans, widths[0], **dd))
+        self.stem = ElasticStem4.from_static(Stem4(self.in_chans, widths[0], **dd))
         stages = []
         for s, st in enumerate(space.stages):
             downsample = (
@@ -290,7 +286,9 @@ class EfficientFormerSupernet(SupernetBase):
             blocks = []
             for slot in range(depths[s]):
                 ratio = st.max_hidden(slot) / widths[s]
-                common = dict(mlp_ratio=ratio, drop_path=dpr[s][slot], layer_scale_init_value=layer_scale_init_value)
+                common = dict(
+                    mlp_ratio=ratio, drop_path=dpr[s][slot], layer_scale_init_value=self.layer_scale_init_value
+                )
                 mb4d = ElasticMetaBlock2d.from_static(MetaBlock2d(widths[s], **common, **dd))
                 mb3d = None
                 if s in attention_stages and st.max_attention > 0:
@@ -301,9 +299,7 @@ class EfficientFormerSupernet(SupernetBase):
             stages.append(SupernetStage(downsample, blocks))
         self.stages = nn.Sequential(*stages)
         self.norm = ElasticLayerNorm.from_static(nn.LayerNorm(widths[-1], **dd))
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = ElasticLinear.from_static(nn.Linear(widths[-1], num_classes, **dd))
-        self.head_dist = ElasticLinear.from_static(nn.Linear(widths[-1], num_classes, **dd)) if distillation else None
+        self.build_heads(widths[-1], distillation, **dd)
         for m in self.modules():  # timm's init: truncated normal for linear layers
             if isinstance(m, nn.Linear):
                 trunc_normal_(m.weight, std=0.02)

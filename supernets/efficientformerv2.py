@@ -60,7 +60,6 @@ from supernets.elastic_ops import (
     ElasticBatchNormAct2d,
     ElasticConv2d,
     ElasticLayerScale2d,
-    ElasticLinear,
 )
 
 FAMILY = "efficientformerv2"
@@ -277,29 +276,17 @@ class EfficientFormerV2Supernet(SupernetBase):
 
     family = FAMILY
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        img_size: int | tuple[int, int] = 224,
-        num_classes: int = 1000,
-        in_chans: int = 3,
-        drop_rate: float = 0.0,
-        drop_path_rate: float = 0.0,
-        layer_scale_init_value: float = 1e-5,
-        distillation: bool = True,
-        device=None,
-        dtype=None,
-    ):
-        super().__init__(space, img_size, num_classes, in_chans, drop_rate, drop_path_rate, layer_scale_init_value)
+    def __init__(self, space: SearchSpace, *, distillation: bool = True, device=None, dtype=None, **options):
+        # options: SupernetBase's (img_size, num_classes, in_chans, drop rates, layer scale), kept on self.
+        super().__init__(space, **options)
         dd = {"device": device, "dtype": dtype}
         act_layer, norm_layer = _act_layer(), _norm_layer()
 
-        widths = [st.max_width for st in space.stages]
-        depths = [st.max_depth for st in space.stages]
+        depths, widths = list(self.largest.depths), list(self.largest.widths)
         self.stem = ElasticStem4.from_static(
-            Stem4(in_chans, widths[0], act_layer=act_layer, norm_layer=norm_layer, **dd)
+            Stem4(self.in_chans, widths[0], act_layer=act_layer, norm_layer=norm_layer, **dd)
         )
-        dpr = calculate_drop_path_rates(drop_path_rate, depths, stagewise=True)
+        dpr = calculate_drop_path_rates(self.drop_path_rate, depths, stagewise=True)
         stages = []
         prev = widths[0]
         resolutions = stage_input_resolutions(self.img_size)
@@ -317,7 +304,7 @@ class EfficientFormerV2Supernet(SupernetBase):
                 num_vit=st.max_attention,
                 mlp_ratio=ratios,
                 drop_path=dpr[i],
-                layer_scale_init_value=layer_scale_init_value,
+                layer_scale_init_value=self.layer_scale_init_value,
                 act_layer=act_layer,
                 norm_layer=norm_layer,
                 **dd,
@@ -326,9 +313,7 @@ class EfficientFormerV2Supernet(SupernetBase):
             prev = widths[i]
         self.stages = nn.Sequential(*stages)
         self.norm = ElasticBatchNorm2d.from_static(norm_layer(widths[-1], **dd))
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = ElasticLinear.from_static(nn.Linear(widths[-1], num_classes, **dd))
-        self.head_dist = ElasticLinear.from_static(nn.Linear(widths[-1], num_classes, **dd)) if distillation else None
+        self.build_heads(widths[-1], distillation, **dd)
         for head in (self.head, self.head_dist):
             if head is not None:  # timm's head init
                 trunc_normal_(head.weight, std=0.02)

@@ -217,40 +217,28 @@ class SwiftFormerSupernet(SupernetBase):
 
     family = FAMILY
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        img_size=224,
-        num_classes: int = 1000,
-        in_chans: int = 3,
-        drop_rate: float = 0.0,
-        drop_path_rate: float = 0.0,
-        layer_scale_init_value: float = 1e-5,
-        distillation: bool = True,
-        device=None,
-        dtype=None,
-    ):
-        super().__init__(space, img_size, num_classes, in_chans, drop_rate, drop_path_rate, layer_scale_init_value)
+    def __init__(self, space: SearchSpace, *, distillation: bool = True, device=None, dtype=None, **options):
+        # options: SupernetBase's (img_size, num_classes, in_chans, drop rates, layer scale), kept on self.
+        super().__init__(space, **options)
         dd = {"device": device, "dtype": dtype}
-        widths = [st.max_width for st in space.stages]
-        depths = [st.max_depth for st in space.stages]
+        depths, widths = list(self.largest.depths), list(self.largest.widths)
         # timm's SwiftFormer builds stem, stages and heads for a single expansion ratio; build the
         # largest model and widen each block's hidden layer to its slot's maximum.
         reference = SwiftFormer(
             layers=depths,
             embed_dims=widths,
             mlp_ratios=1,
-            num_classes=num_classes,
-            in_chans=in_chans,
-            drop_rate=drop_rate,
-            drop_path_rate=drop_path_rate,
-            layer_scale_init_value=layer_scale_init_value,
+            num_classes=self.num_classes,
+            in_chans=self.in_chans,
+            drop_rate=self.drop_rate,
+            drop_path_rate=self.drop_path_rate,
+            layer_scale_init_value=self.layer_scale_init_value,
             **dd,
         )
         for s, st in enumerate(space.stages):
             for slot in range(depths[s]):
                 reference.stages[s].blocks[slot] = _static_block(
-                    reference.stages[s].blocks[slot], widths[s], st.max_hidden(slot), layer_scale_init_value, **dd
+                    reference.stages[s].blocks[slot], widths[s], st.max_hidden(slot), self.layer_scale_init_value, **dd
                 )
         _init_like_timm(reference)
         self.stem = ElasticStem.from_static(reference.stem)

@@ -145,6 +145,27 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
     )
 
 
+def test_resume_of_a_run_stopped_before_its_first_save_starts_it_again(tmp_path, capsys, caplog):
+    arch_path = _searched_like_arch(tmp_path)
+    common = ["train", str(arch_path), "--img-size", "32", "--max-steps", "3", *QUICK]
+    assert main([*common, "--run", str(tmp_path / "a")]) == 0
+    assert main([*common, "--run", str(tmp_path / "b")]) == 0
+    # What a kill before the first checkpoint leaves: the recorded settings and a metrics line, no save.
+    (tmp_path / "b" / "checkpoint.pt").unlink()
+    (tmp_path / "b" / "result.json").unlink()
+    assert main([*common, "--run", str(tmp_path / "b"), "--seed", "1", "--resume"]) == 2  # other settings
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed" in err[0]
+    assert main([*common, "--run", str(tmp_path / "b"), "--resume"]) == 0
+    assert "stopped before its first save" in caplog.text
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
+    assert a["step"] == b["step"] == 3
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    records = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert sum(bool(r.get("final")) for r in records) == 1  # the first start's lines were dropped
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [

@@ -9,6 +9,7 @@ its handler.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -127,6 +128,17 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str, superne
     )
     add_recipe_overrides(parser, supernet)
     add_common(parser)
+
+
+def request_from_args(request_type: type, args: argparse.Namespace, **given: Any) -> Any:
+    """A ``request_type`` dataclass (a command's request) with the ``given`` fields as passed and every
+    other field read from the option of the same name; a field no option names keeps its default.
+
+    A command passes by keyword only the fields whose option is named otherwise or needs building
+    (a space loaded from its name, a recipe with its overrides), so a new option reaches its request
+    by its name alone, as :class:`nas.search.finalists.FinalScoring`'s flags do."""
+    named = {f.name for f in dataclasses.fields(request_type) if f.init} - given.keys()
+    return request_type(**{name: getattr(args, name) for name in named if hasattr(args, name)}, **given)
 
 
 def training_request_fields(args: argparse.Namespace, run: str) -> dict[str, Any]:

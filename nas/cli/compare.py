@@ -13,6 +13,7 @@ from nas.cli.common import (
     image_size,
     positive_float,
     positive_int,
+    request_from_args,
     training_pool,
 )
 from nas.core.typed_yaml import read_yaml
@@ -122,29 +123,24 @@ def run(args: argparse.Namespace) -> int:
     defaults = search_defaults(args.searched)
     supernet = args.supernet or defaults.get("supernet")
     out = args.out or f"runs/compare-{arch.digest}"
-    request = CompareRequest(
+    request = request_from_args(
+        CompareRequest,
+        args,
         searched=arch,
         space=space,
         recipe=recipe_from_args(args),
         out=out,
         n_random=args.random if args.random is not None else (None if args.random_from else 5),
         data=args.data if args.data is not None else defaults.get("data"),
-        seed=args.seed,
-        seeds=args.seeds,
         objective=args.objective or defaults.get("objective", "mes"),
-        target=args.target,
-        tolerance=args.tolerance,
         device=args.device or defaults.get("device"),
         img_size=args.price_size,  # None: the supernet's training size, else the recipe's (nas.studies.compare)
         supernet=None if supernet in (None, "none") else supernet,
         # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
         bn_calib_batches=args.recipe_bn_calib_batches or defaults.get("bn_calib_batches"),
         pool=training_pool(args),
-        resume=args.resume,
-        max_steps=args.max_steps,
         recipe_name=str(args.recipe),
         searched_label=label,
-        random_from=args.random_from,
     )
     result = compare(request)
     o = result["objective"]

@@ -12,6 +12,7 @@ from nas.cli.common import (
     fraction,
     image_size,
     positive_int,
+    request_from_args,
     training_pool,
 )
 from nas.recipe import add_recipe_overrides, recipe_from_args
@@ -58,26 +59,15 @@ def run(args: argparse.Namespace) -> int:
     from nas.space_files import load_space
     from nas.studies.headroom import HeadroomRequest, headroom, report_lines
 
-    result = headroom(
-        HeadroomRequest(
-            space=load_space(args.space),
-            recipe=recipe_from_args(args),
-            out=args.out,
-            objective=args.objective,
-            target=args.target,
-            device=args.device,
-            tolerance=args.tolerance,
-            networks=args.networks,
-            seeds=args.seeds,
-            planned_random=args.planned_random,
-            data=args.data,
-            seed=args.seed,
-            img_size=args.price_size,
-            pool=training_pool(args),
-            resume=args.resume,
-            max_steps=args.max_steps,
-            recipe_name=str(args.recipe),
-        )
+    request = request_from_args(
+        HeadroomRequest,
+        args,
+        space=load_space(args.space),
+        recipe=recipe_from_args(args),
+        img_size=args.price_size,
+        pool=training_pool(args),
+        recipe_name=str(args.recipe),
     )
+    result = headroom(request)
     emit(result, args.json, [*report_lines(result), f"wrote {args.out}/headroom.md"])
     return 0

@@ -13,6 +13,7 @@ from nas.cli.common import (
     image_size,
     nonneg_int,
     positive_int,
+    request_from_args,
     training_pool,
 )
 from nas.recipe import add_recipe_overrides, load_recipe, recipe_from_args
@@ -70,23 +71,16 @@ def run(args: argparse.Namespace) -> int:
     recipe = dataclasses.replace(recipe_from_args(args), bn_calib_batches=load_recipe(args.recipe).bn_calib_batches)
     full = load_recipe(args.full_recipe) if args.full_recipe else None
     out = args.out or f"runs/rank-check-{args.n}"
-    request = RankCheckRequest(
-        args.supernet,
-        recipe,
-        out,
-        n=args.n,
-        data=args.data,
-        device=args.device,
+    request = request_from_args(
+        RankCheckRequest,
+        args,
+        recipe=recipe,
+        out=out,
         img_size=args.price_size,
-        seed=args.seed,
-        pool=training_pool(args),
-        resume=args.resume,
-        max_steps=args.max_steps,
         full_recipe=full,
-        full_n=args.full_n,
         bn_calib_batches=args.recipe_bn_calib_batches,
+        pool=training_pool(args),
         recipe_name=str(args.recipe),
-        scratch_from=args.scratch_from,
     )
     result = rank_check(request)
     lines = [

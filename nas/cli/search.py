@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 from nas.cli.common import (
@@ -13,6 +12,7 @@ from nas.cli.common import (
     image_size,
     nonneg_int,
     positive_int,
+    request_from_args,
 )
 from nas.search.settings import DEFAULT_STRATEGY
 from nas.search.strategy import strategy_names
@@ -135,26 +135,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{', '.join(sorted(known))}"
             )
         options.setdefault(key, value)
-    # Every field of FinalScoring is a flag of the same name, so none can be left out here.
-    final = FinalScoring(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FinalScoring)})
+    final = request_from_args(FinalScoring, args)  # every field of FinalScoring is a flag of the same name
     result = search(
-        SearchRequest(
-            supernet=args.supernet,
-            objective=objective,
-            run=run_dir,
-            device=args.device,
-            img_size=args.img_size,
-            seed=args.seed,
-            space=args.space,
-            bn_calib_batches=args.bn_calib_batches,
-            search_images=args.search_images,
-            strategy=args.strategy,
-            options=options,
-            final=final,
-            workers=args.workers,
-            ray_address=args.ray_address,
-            resume=args.resume,
-        )
+        request_from_args(SearchRequest, args, objective=objective, run=run_dir, options=options, final=final)
     )
     data = result.to_dict()
     emit(data, args.json, [*result.summary_lines(), *_cost_lines(data)])

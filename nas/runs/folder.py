@@ -118,12 +118,24 @@ class RunFolder:
     def check(self, config: Any, resume: bool, again: bool = False) -> dict[str, Any] | None:
         """Check the folder against ``resume``: a new run needs a folder without one, a resumed run
         the same settings (``config``, one of :mod:`nas.runs.config`'s dataclasses) as the recorded
-        ones. Returns the recorded settings file as read (``plan.json``'s whole mapping) when
+        ones; a run that recorded them but stopped before its first save starts again. Returns the recorded settings file as read (``plan.json``'s whole mapping) when
         resuming, else None. ``again``: the check made under the lock."""
         kind = self._kind
         if resume:
             if not self.started:
-                raise NasError(f"{self.path}: nothing to resume (no {kind.marker})")
+                if kind.record == kind.marker or not (self.path / kind.record).exists():
+                    raise NasError(f"{self.path}: nothing to resume (no {kind.marker})")
+                # Stopped before its first save (a training killed in its first steps): nothing to
+                # continue, so --resume starts it again with the recorded settings, as a script that
+                # resumes every folder it started expects.
+                self._recorded(config)
+                if again:
+                    log.warning(
+                        "%s: no %s yet (stopped before its first save): starting from the first step",
+                        self.path,
+                        kind.marker,
+                    )
+                return None
             return self._recorded(config)
         if any((self.path / name).exists() for name in (kind.marker, *kind.also_marks)):
             if again:  # written by a holder that finished before we took the lock
@@ -143,7 +155,7 @@ class RunFolder:
                 self.check(config, resume, again=True)
                 if not resume or self._kind.rerecord:
                     self._record(config, plan)
-                if not resume:
+                if not (resume and self.started):
                     self.metrics.unlink(missing_ok=True)
             except BaseException:
                 self.release()

@@ -32,7 +32,6 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
-from nas.data import load_splits
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
@@ -49,6 +48,8 @@ from nas.studies.compare_report import plot, sources_words, to_csv, to_markdown
 from nas.studies.jobs import (
     TrainingPool,
     price_networks,
+    read_data_identity,
+    read_finished_result,
     seeded_jobs,
     supernet_accuracies,
     train_all,
@@ -144,9 +145,7 @@ def _check_request(request: CompareRequest) -> None:
 def _prepare(request: CompareRequest) -> _Prepared:
     """Read and check the data, the supernet run and the table; the comparison's config."""
     space = request.space
-    splits = load_splits(request.data, request.recipe, request.seed, hold_out_search=False)  # bad data fails here
-    num_classes, fingerprint = splits.num_classes, splits.fingerprint
-    del splits
+    num_classes, fingerprint = read_data_identity(request.data, request.recipe, request.seed)
     supernet_spec, supernet_context, supernet_size = None, {}, None
     if request.supernet:
         supernet_spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
@@ -263,11 +262,8 @@ def rejudge(out: str | Path) -> dict[str, Any]:
     without training: its ``result.json`` summary, ``compare.md`` and ``compare.png`` (with the random frontier)
     are rewritten with :func:`comparison_summary`; the rows, sources, provenance and CSV stay as they are."""
     out = Path(out)
-    path = out / "result.json"
-    if not path.is_file():
-        raise NasError(f"{out} holds no finished comparison (no result.json)")
+    path, result = read_finished_result(out, "comparison")
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
         rows = result["rows"]
         plan = out / "plan.json"
         supernet = (

@@ -32,7 +32,6 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
-from nas.data import load_splits
 from nas.recipe import Recipe
 from nas.runs.config import HeadroomRunConfig
 from nas.runs.folder import PILOT, RunFolder
@@ -40,7 +39,14 @@ from nas.search.objective import Objective, require_table
 from nas.search.sample import sample_within_budget
 from nas.stats import headroom as margin_needed
 from nas.stats import mean_std, pooled_std
-from nas.studies.jobs import TrainingPool, price_networks, seeded_jobs, train_all, trainings_recorded
+from nas.studies.jobs import (
+    TrainingPool,
+    price_networks,
+    read_data_identity,
+    seeded_jobs,
+    train_all,
+    trainings_recorded,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +92,7 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
         raise NasError(f"--tolerance must be between 0 and 1, got {request.tolerance}")
     objective = Objective(request.objective, request.target)
     require_table(request.objective, request.device)
-    splits = load_splits(request.data, request.recipe, request.seed, hold_out_search=False)  # bad data fails here
-    num_classes, fingerprint = splits.num_classes, splits.fingerprint
-    del splits
+    num_classes, fingerprint = read_data_identity(request.data, request.recipe, request.seed)
     trained_here = request.recipe.img_size
     img_size, table, cost = price_networks(
         RunFolder(request.out, PILOT),

@@ -8,6 +8,7 @@ interrupted, so a study that is run again (or a Ray task that is retried) contin
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from tqdm import tqdm
 
 from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
+from nas.core.errors import NasError
 from nas.core.space import SearchSpace
+from nas.data import load_splits
 from nas.latency.predicted import keep, table_for
 from nas.recipe import LOADER_WORKERS_AUTO, Recipe
 from nas.runs.checkpoint import file_digest
@@ -37,6 +40,25 @@ class TrainingPool:
     workers: int = 0  # Ray workers (0: train in this process)
     ray_address: str | None = None  # join an existing Ray cluster
     threads_per_worker: int = 1  # torch threads (CPUs held) per Ray worker
+
+
+def read_data_identity(data: str | None, recipe: Recipe, seed: int) -> tuple[int, str]:
+    """``(num_classes, fingerprint)`` of the images a study trains on, read before its folder is made so
+    that bad data fails first, with nothing written."""
+    splits = load_splits(data, recipe, seed, hold_out_search=False)
+    return splits.num_classes, splits.fingerprint
+
+
+def read_finished_result(out: str | Path, what: str) -> tuple[Path, dict[str, Any]]:
+    """``(path, result)`` of the ``result.json`` of a finished study (``what``: "comparison", ...) in ``out``,
+    for judging it again; a missing or unreadable file is one :class:`NasError`."""
+    path = Path(out) / "result.json"
+    if not path.is_file():
+        raise NasError(f"{out} holds no finished {what} (no result.json)")
+    try:
+        return path, json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NasError(f"{path} is not a {what}'s result: {exc}") from None
 
 
 def price_networks(

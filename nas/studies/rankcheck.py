@@ -30,7 +30,6 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import write_text_atomic
-from nas.data import load_splits
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
@@ -47,6 +46,8 @@ from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import (
     TrainingPool,
     price_networks,
+    read_data_identity,
+    read_finished_result,
     supernet_accuracies,
     train_all,
     train_images_words,
@@ -133,9 +134,7 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
     space = load_space(spec.space)
     checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
     data = spec.data if request.data is None else request.data
-    splits = load_splits(data, request.recipe, request.seed, hold_out_search=False)  # bad data fails before any folder
-    num_classes, fingerprint = splits.num_classes, splits.fingerprint
-    del splits
+    num_classes, fingerprint = read_data_identity(data, request.recipe, request.seed)
     # Priced where the supernet scores (as its search priced), else where the networks train; a resumed study
     # keeps the size it recorded. Costs priced elsewhere rank a budget the networks never pay.
     trained_here = request.recipe.img_size
@@ -371,11 +370,8 @@ def rejudge(out: str | Path) -> dict[str, Any]:
     scoring): ``rankings``, ``short_vs_full`` and the intervals' source in ``result.json``, and
     ``rank.md``, with the current :mod:`nas.stats`."""
     out = Path(out)
-    path = out / "result.json"
-    if not path.is_file():
-        raise NasError(f"{out} holds no finished ranking study (no result.json)")
+    path, result = read_finished_result(out, "ranking study")
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
         rows = result["rows"]
         truth = [r["scratch_top1"] for r in rows]
         result["rankings"] = rankings_against(truth, rankers(rows))

@@ -108,7 +108,7 @@ class Trainer:
                 self.folder.checkpoint, require=("model", "optimizer", "scheduler", "rng", "step")
             )
         self.net = self.build_net(self.splits.num_classes).to(self.device)
-        if init and resume_state is None and not resume:  # a resumed run's weights come from its checkpoint
+        if init and resume_state is None:  # a resumed run's weights come from its checkpoint
             fresh = load_pretrained(self.net, init, self.description.split(" ", 1)[-1])
             if fresh:
                 log.warning(
