@@ -86,6 +86,43 @@ def test_verdicts_follow_the_files_and_a_latency_comparison_gets_its_section(tmp
     assert "--objective latency" in pages["index.md"]
 
 
+def test_a_comparison_searched_to_a_target_shows_its_strategies_side_by_side(tmp_path, monkeypatch):
+    """Two networks of one supernet searched to one target, compared with the same random networks: the study's
+    pair, each strategy counted on its own. Built from the two committed equal-latency comparisons, the second made
+    the first's partner (its --random-from) and its search made an evolution."""
+    generate = _generator()
+    base, partner = "compare-v2-main-64px-seed0-lat", "compare-v2-main-64px-seed1-lat"
+    searches = ["search-v2-main-64px-seed0-lat", "search-v2-main-64px-seed1-lat", "search-v2-tiny-mes450"]
+    here = _copy(tmp_path, [base, partner, "compare-v2-tiny-mes450", *searches])  # the overview needs one at MES
+    monkeypatch.setattr(generate, "HERE", here)
+    assert "strategies side by side" not in generate.render()["comparisons.md"]  # no target given: no pair
+    for name, settings in [(base, {"target": 0.655}), (partner, {"target": 0.655, "random_from": f"runs/{base}"})]:
+        path = here / name / "plan.json"
+        plan = json.loads(path.read_text())
+        plan["config"].update(settings)
+        path.write_text(json.dumps(plan))
+    recorded = generate.searches
+
+    def searches():  # the partner's network as if evolution had searched it
+        runs = recorded()
+        for run in runs:
+            if run["name"] == "search-v2-main-64px-seed1-lat":
+                run["config"] = {**run["config"], "strategy": "evolution"}
+        return runs
+
+    monkeypatch.setattr(generate, "searches", searches)
+    page = generate.render()["comparisons.md"].split("strategies side by side")[1].split("\n## ")[0]
+    rows = [line for line in page.splitlines() if line.startswith("| [compare-")]
+    assert [row.split(" | ")[1] for row in rows] == ["greedy", "evolution"]  # the base, then its partner
+    for strategy, name in [("greedy", base), ("evolution", partner)]:
+        s = json.loads((here / name / "result.json").read_text())["summary"]
+        won = "1 of\n  1" if s["beats_every_random"] else "0 of\n  1"
+        assert f"- `{strategy}`: beats every random network in **{won}**" in page
+        assert f"margin over the random mean {100 * s['margin_over_random_mean']:+.2f}\n  points" in page
+    command = next(line for line in generate.render()["index.md"].splitlines() if f"--out runs/{partner}" in line)
+    assert f"--random-from runs/{base}" in command and "--random " not in command  # rebuilt as it was run
+
+
 def test_no_machine_paths_in_committed_results():
     machine_path = re.compile(r"(?<![\w.])/(home|root|tmp|work|Users|check)/")
     for path in RESULTS.rglob("*"):

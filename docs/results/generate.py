@@ -154,7 +154,8 @@ def comparisons(searched: dict[str, dict]) -> list[dict]:
         plan, result = _json(folder / "plan.json")["config"], _json(folder / "result.json")
         search, own = searched.get(plan["searched_digest"]), result["rows"][0]["supernet_top1"] or 1
         arch = f"runs/{search['name']}/arch.yaml" if search else f"runs/{folder.name}/archs/searched.yaml"
-        argv = ["nas", "compare", "--searched", arch, "--random", plan["random"], "--seeds", plan.get("seeds", 1)]
+        random = [] if plan.get("random_from") else ["--random", plan["random"]]
+        argv = ["nas", "compare", "--searched", arch, *random, "--seeds", plan.get("seeds", 1)]
         argv += ["--objective", plan["objective"], "--tolerance", plan["tolerance"]]
         argv += ["--target", f"{plan['target']:g}"] if plan.get("target") else []
         argv += ["--device", plan["device"]] if plan.get("device") else []
@@ -176,6 +177,10 @@ def comparisons(searched: dict[str, dict]) -> list[dict]:
                 "passed_over": [r["network"] for r in result["rows"][1:] if (r["supernet_top1"] or 0) > own],
                 "command": checked(argv),
                 "table_note": table_note(plan),
+                # Given its search's target, or reusing such a comparison's random networks: the study's pairs.
+                "strategy": search["config"].get("strategy", "greedy") if search else None,
+                "target_given": plan.get("target") is not None,
+                "random_from": plan.get("random_from"),
             }
         )
     return runs
