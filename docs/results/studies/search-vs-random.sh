@@ -22,7 +22,8 @@
 # random networks (--random-from: their trainings are reused).
 #
 # Every step is resumable: a finished run (result.json) is skipped, an interrupted one continues with
-# --resume. Run folders go to runs/; each records its wall time (wall.json) across sessions.
+# --resume. Run folders go to runs/; each records its wall time (wall.json) across sessions;
+# search-vs-random-load.md beside this script lists what else ran on the cores during each step.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 DATA=${DATA:-../shared/data/cifar10}
