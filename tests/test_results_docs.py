@@ -161,6 +161,14 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
     assert len(study) == 6 and f"| {generate.duration(seconds)} |" in readme
     assert f"({seconds / 3600:.1f} hours on 2 CPU cores in all)" in " ".join(explanation.split())
 
+    # The explanation's pilots at the study's budget: spread, noise, their ratio and its interval, as recorded.
+    for name, words in [("pilot-v2-main-32px-lat224-e1", "1 epoch"), ("pilot-v2-main-32px-lat224-e4", "4 epochs")]:
+        p = next(r for r in data["pilots"] if r["name"] == name)["summary"]
+        low, high = p["spread_over_noise_interval"]
+        row = f"| {words} on 20,000 images | {100 * p['network_spread']:.2f} | {100 * p['seed_noise']:.2f} | "
+        row += f"{p['spread_over_noise']:.2f} ({low:.2f} to {high:.2f}): {'room' if p['room'] else 'no room'} |"
+        assert row in explanation, row
+
     # The explanation's two tables of verdicts.
     rows = {
         "beats every random network (Holm-adjusted p < 0.05)": (mes["beats"], lat["beats"]),
