@@ -118,8 +118,9 @@ class RunFolder:
     def check(self, config: Any, resume: bool, again: bool = False) -> dict[str, Any] | None:
         """Check the folder against ``resume``: a new run needs a folder without one, a resumed run
         the same settings (``config``, one of :mod:`nas.runs.config`'s dataclasses) as the recorded
-        ones; a run that recorded them but stopped before its first save starts again. Returns the recorded settings file as read (``plan.json``'s whole mapping) when
-        resuming, else None. ``again``: the check made under the lock."""
+        ones; a run that recorded them but stopped before its first save starts again. Returns the
+        recorded settings file as read (``plan.json``'s whole mapping) when resuming a started run,
+        else None. ``again``: the check made under the lock."""
         kind = self._kind
         if resume:
             if not self.started:
