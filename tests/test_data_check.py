@@ -103,22 +103,6 @@ def test_every_corrupt_file_is_found_in_parallel(data, capsys):
     assert len(splits.train) + len(splits.search) == 120
 
 
-def test_parallel_decoding_never_forks_this_process(data, monkeypatch):
-    """Forking a process whose other threads hold locks (torch's, a Ray worker's) can leave the child waiting
-    forever (a Ray task's fork pool hung so); the pool's workers come from a forkserver instead, and decode the
-    same pixels as one process does."""
-    from nas.data.check import decode_all
-
-    files = np.array(sorted(str(p.relative_to(data)).encode() for p in (data / "train").rglob("*.jpg")))
-    alone = decode_all(data, files, (32, 32, 3), workers=1)
-
-    def refuse_fork():
-        raise AssertionError("the decoding pool forked the calling process")
-
-    monkeypatch.setattr(os, "fork", refuse_fork)
-    assert np.array_equal(decode_all(data, files, (32, 32, 3), workers=2), alone)
-
-
 def test_an_unreadable_manifest_is_rebuilt(data, capsys):
     assert _check(capsys, data)[0] == 0
     manifest_path(data).write_bytes(b"garbage")

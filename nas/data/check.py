@@ -158,19 +158,6 @@ def chunked(items: Sequence) -> list[tuple[int, list]]:
     return [(i, list(items[i : i + CHUNK])) for i in range(0, len(items), CHUNK)]
 
 
-def pool_context():
-    """The multiprocessing context of :func:`pool_map`'s workers: forkserver where the platform has it, else
-    spawn. Not fork: a child forked from this process inherits its other threads' locks (torch's pools, a Ray
-    worker's gRPC threads) in whatever state they were, and may wait on one forever; a fork pool inside a Ray
-    task hangs so (ray-project/ray#28328; the default of Python 3.14 on Linux is forkserver for this reason).
-    The server imports the decoders once, so each pool's workers still start in milliseconds."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__, "nas.data.shard_check"])
-    return context
-
-
 def pool_map(function, tasks: list[tuple[int, Any]], total: int, workers: int, desc: str, progress: bool):
     """``function`` over ``tasks`` (each ``(start, work)``; yielding ``(start, result)`` as tasks
     finish, ``result`` one entry per image), in-process with one worker, else in ``workers``
@@ -183,7 +170,9 @@ def pool_map(function, tasks: list[tuple[int, Any]], total: int, workers: int, d
                 yield start, result
                 bar.update(len(result))
             return
-        with pool_context().Pool(min(workers, len(tasks))) as pool:
+        # fork where there is one: workers start in milliseconds and need nothing imported again.
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        with multiprocessing.get_context(method).Pool(min(workers, len(tasks))) as pool:
             for start, result in pool.imap_unordered(function, tasks):
                 yield start, result
                 bar.update(len(result))
