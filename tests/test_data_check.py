@@ -103,6 +103,40 @@ def test_every_corrupt_file_is_found_in_parallel(data, capsys):
     assert len(splits.train) + len(splits.search) == 120
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
+@pytest.mark.slow
+def test_decoding_inside_a_ray_task_never_forks_it(data):
+    """A fork of a Ray worker copies the locks its gRPC threads held, and a child that needs one
+    waits forever (ray-project/ray#28328; a compare's Ray part sat so): inside Ray the pool decodes
+    in threads, the same pixels as one process."""
+    import ray
+
+    from nas.cluster import start_ray
+    from nas.data.check import decode_all
+
+    files = np.array(sorted(str(p.relative_to(data)).encode() for p in (data / "train").rglob("*.jpg")))
+    alone = decode_all(data, files, (32, 32, 3), workers=1)
+
+    # defined here so that Ray ships it by value rather than importing this test module
+    def decode_without_fork(root, files):
+        import os
+
+        from nas.data.check import decode_all
+
+        def refuse_fork():
+            raise AssertionError("the decoding pool forked a Ray worker")
+
+        os.fork = refuse_fork
+        return decode_all(root, files, (32, 32, 3), workers=2)
+
+    assert start_ray(None, 1)
+    try:
+        in_ray = ray.get(ray.remote(num_cpus=1)(decode_without_fork).remote(data, files))
+    finally:
+        ray.shutdown()
+    assert np.array_equal(in_ray, alone)
+
+
 def test_an_unreadable_manifest_is_rebuilt(data, capsys):
     assert _check(capsys, data)[0] == 0
     manifest_path(data).write_bytes(b"garbage")
