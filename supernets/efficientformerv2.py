@@ -120,6 +120,16 @@ def _check_grid(module: nn.Module, x: torch.Tensor, grid: tuple[int, int]) -> No
         )
 
 
+def _keys_values(attention: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Keys (heads, dims, tokens), values (heads, tokens, dims) and the values' local depthwise conv
+    (§3.3), shared by the attention and the attention downsampling (§3.5) of timm's classes."""
+    B, heads, tokens = x.shape[0], attention.num_heads, attention.N
+    k = attention.k(x).reshape(B, heads, -1, tokens)
+    v = attention.v(x)
+    v_local = attention.v_local(v)
+    return k, v.reshape(B, heads, -1, tokens).permute(0, 1, 3, 2), v_local
+
+
 class ElasticAttention2d(Elastic, Attention2d):
     """MHSA with talking heads, a depthwise conv on values and a learned position bias (§3.3);
     with ``stride`` it is the stride attention of stage 3 (§3.4, as in the released code).
@@ -143,11 +153,7 @@ class ElasticAttention2d(Elastic, Attention2d):
         _check_grid(self, x, self.resolution)
 
         q = self.q(x).reshape(B, self.num_heads, -1, self.N).permute(0, 1, 3, 2)
-        k = self.k(x).reshape(B, self.num_heads, -1, self.N)
-        v = self.v(x)
-        v_local = self.v_local(v)
-        v = v.reshape(B, self.num_heads, -1, self.N).permute(0, 1, 3, 2)
-
+        k, v, v_local = _keys_values(self, x)
         attn = (q @ k) * self.scale
         attn = attn + self.attention_biases[:, self.attention_bias_idxs]
         attn = self.talking_head1(attn)
@@ -187,11 +193,7 @@ class ElasticAttention2dDownsample(Elastic, Attention2dDownsample):
         B = x.shape[0]
         _check_grid(self, x, self.resolution)
         q = self.q(x).reshape(B, self.num_heads, -1, self.N2).permute(0, 1, 3, 2)
-        k = self.k(x).reshape(B, self.num_heads, -1, self.N)
-        v = self.v(x)
-        v_local = self.v_local(v)
-        v = v.reshape(B, self.num_heads, -1, self.N).permute(0, 1, 3, 2)
-
+        k, v, v_local = _keys_values(self, x)
         attn = (q @ k) * self.scale
         attn = attn + self.attention_biases[:, self.attention_bias_idxs]
         attn = attn.softmax(dim=-1)

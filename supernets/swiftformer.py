@@ -84,41 +84,40 @@ class ElasticEmbedding(Elastic, Embedding):
         return self.norm(self.proj(x, out_channels))
 
 
+# timm's ConvEncoder and LocalRepresentation are one residual unit (depthwise 3x3, BN, 1x1, GELU, 1x1,
+# layer scale); the encoder's hidden width is elastic, the local representation's is the input's.
+_CONV_UNIT_CHILDREN = {
+    "dwconv": ElasticConv2d,
+    "norm": ElasticBatchNorm2d,
+    "pwconv1": ElasticConv2d,
+    "pwconv2": ElasticConv2d,
+    "layer_scale": ElasticSwiftLayerScale2d,
+}
+
+
+def _conv_unit(unit: nn.Module, x: torch.Tensor, hidden: int) -> torch.Tensor:
+    y = unit.pwconv1(unit.norm(unit.dwconv(x)), hidden)
+    y = unit.layer_scale(unit.pwconv2(unit.act(y), x.shape[1]))
+    return x + unit.drop_path(y)
+
+
 class ElasticConvEncoder(Elastic, ConvEncoder):
     """Depthwise 3x3, BN, 1x1 to ``hidden``, GELU, 1x1 back, layer scale, residual."""
 
-    elastic_children = {
-        "dwconv": ElasticConv2d,
-        "norm": ElasticBatchNorm2d,
-        "pwconv1": ElasticConv2d,
-        "pwconv2": ElasticConv2d,
-        "layer_scale": ElasticSwiftLayerScale2d,
-    }
+    elastic_children = _CONV_UNIT_CHILDREN
 
     def forward(self, x: torch.Tensor, hidden: int) -> torch.Tensor:
-        width = x.shape[1]
-        y = self.pwconv1(self.norm(self.dwconv(x)), hidden)
-        y = self.layer_scale(self.pwconv2(self.act(y), width))
-        return x + self.drop_path(y)
+        return _conv_unit(self, x, hidden)
 
 
 class ElasticLocalRepresentation(Elastic, LocalRepresentation):
     """Elastic version of timm's ``LocalRepresentation``: depthwise 3x3, BN, 1x1, GELU, 1x1 at the input
     width, layer scale, residual."""
 
-    elastic_children = {
-        "dwconv": ElasticConv2d,
-        "norm": ElasticBatchNorm2d,
-        "pwconv1": ElasticConv2d,
-        "pwconv2": ElasticConv2d,
-        "layer_scale": ElasticSwiftLayerScale2d,
-    }
+    elastic_children = _CONV_UNIT_CHILDREN
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        width = x.shape[1]
-        y = self.pwconv1(self.norm(self.dwconv(x)), width)
-        y = self.layer_scale(self.pwconv2(self.act(y), width))
-        return x + self.drop_path(y)
+        return _conv_unit(self, x, x.shape[1])
 
 
 class ElasticAdditiveAttention(Elastic, EfficientAdditiveAttention):
