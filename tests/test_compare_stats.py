@@ -100,7 +100,7 @@ def test_a_comparison_is_stale_when_its_summary_is_not_the_current_statistics(tm
     assert stale(out)
     rejudge(out)
     assert not stale(out)
-    with pytest.raises(NasError, match="no comparison's result"):
+    with pytest.raises(NasError, match="holds no finished comparison"):
         stale(tmp_path / "missing")
 
 

@@ -183,7 +183,7 @@ def test_a_ranking_study_is_stale_when_its_taus_are_not_the_current_statistics(t
     result["rankings"]["supernet"]["kendall_tau_ci"] = None  # an interval the current statistics give
     (out / "result.json").write_text(json.dumps(result))
     assert stale(out)
-    with pytest.raises(NasError, match="no ranking study's result"):
+    with pytest.raises(NasError, match="holds no finished ranking study"):
         stale(tmp_path / "missing")
 
 

@@ -286,8 +286,8 @@ def stale(out: str | Path) -> bool:
     """Whether a finished comparison's recorded ``summary`` differs from what the current statistics give from
     its rows (:func:`comparison_summary`): True means :func:`rejudge` would change it."""
     out = Path(out)
+    path, result = read_finished_result(out, "comparison")
     try:
-        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
         plan = out / "plan.json"
         supernet = (
             bool(json.loads(plan.read_text(encoding="utf-8"))["config"].get("supernet"))
@@ -296,7 +296,7 @@ def stale(out: str | Path) -> bool:
         )
         fresh = comparison_summary(result["rows"], with_supernet=supernet)
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise NasError(f"{out} holds no comparison's result: {exc}") from None
+        raise NasError(f"{path} is not a comparison's result: {exc}") from None
     return json.dumps(result.get("summary")) != json.dumps(fresh)
 
 

@@ -395,15 +395,13 @@ def stale(out: str | Path) -> bool:
     """Whether a finished ranking study's recorded rankings (taus, rhos and the paired differences, with their
     intervals) differ from what the current :mod:`nas.stats` gives from its rows: True means :func:`rejudge`
     would change them."""
-    out = Path(out)
+    path, result = read_finished_result(out, "ranking study")
     try:
-        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
         truth = [r["scratch_top1"] for r in result["rows"]]
-        if json.dumps(result["rankings"]) != json.dumps(rankings_against(truth, rankers(result["rows"]))):
-            return True
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise NasError(f"{out} holds no ranking study's result: {exc}") from None
-    return False
+        recorded, fresh = result["rankings"], rankings_against(truth, rankers(result["rows"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NasError(f"{path} is not a ranking study's result: {exc}") from None
+    return json.dumps(recorded) != json.dumps(fresh)
 
 
 def ranking_lines(result: dict) -> list[str]:
