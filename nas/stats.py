@@ -83,6 +83,17 @@ def t_interval(
     return {"estimate": estimate, "ci": [float(low), float(high)], "p": float(p), "dof": float(dof), "reason": None}
 
 
+def over_comparisons(values: Sequence[float], level: float = LEVEL) -> dict[str, Any]:
+    """The mean of one figure (a margin, a difference of two searched networks) over independent
+    comparisons, one per supernet seed, with the t-interval of that mean over them. The spread between
+    comparisons holds the supernet seed's, the random draw's and the trainings' noise, so the interval
+    speaks for a comparison of a new supernet seed in the same setting; one comparison has no spread."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return _not_estimable(mean, "one comparison: no spread between comparisons to estimate")
+    return t_interval(mean, [(statistics.variance(values) / len(values), len(values) - 1)], level)
+
+
 def t_bounds(estimate, parts: Sequence[tuple[Any, int]], level: float = LEVEL) -> tuple[Any, Any, Any, Any]:
     """The arithmetic of :func:`t_interval` on numbers or numpy arrays alike (many comparisons at once,
     as the coverage test simulates them): lower and upper bound, one-sided p-value of "above zero" and

@@ -38,6 +38,22 @@ def test_margins_on_known_data():
     assert pooled_std(randoms) == pytest.approx(0.01) and mean_std([0.5]) == (0.5, 0.0)
 
 
+def test_a_figure_over_independent_comparisons_is_scipys_one_sample_interval():
+    from scipy import stats as scipy_stats
+
+    from nas.stats import over_comparisons
+
+    margins = [0.012, -0.004, 0.021]
+    pooled = over_comparisons(margins, level=0.95)
+    expected = scipy_stats.ttest_1samp(margins, 0.0, alternative="greater")
+    low, high = scipy_stats.ttest_1samp(margins, 0.0).confidence_interval(0.95)
+    assert pooled["estimate"] == pytest.approx(sum(margins) / 3)
+    assert pooled["ci"] == pytest.approx([low, high]) and pooled["p"] == pytest.approx(expected.pvalue)
+    assert pooled["dof"] == pytest.approx(2)
+    alone = over_comparisons([0.012])
+    assert alone["estimate"] == 0.012 and alone["ci"] is None and "one comparison" in alone["reason"]
+
+
 def test_degenerate_margins_are_not_estimable():
     one_seed = margins([0.8], [[0.7], [0.75]])
     assert one_seed["margin_over_random_mean_ci"] is None and one_seed["margin_over_best_random_ci"] is None

@@ -119,6 +119,12 @@ def test_a_comparison_searched_to_a_target_shows_its_strategies_side_by_side(tmp
         won = "1 of\n  1" if s["beats_every_random"] else "0 of\n  1"
         assert f"- `{strategy}`: beats every random network in **{won}**" in page
         assert f"margin over the random mean {100 * s['margin_over_random_mean']:+.2f}\n  points" in page
+        mean = f"{100 * s['margin_over_random_mean']:+.2f}"
+        assert f"and over the 1 independent comparison **{mean}** (not estimable)" in page  # one: no spread
+    top1 = [json.loads((here / n / "result.json").read_text())["summary"]["searched_top1"] for n in (base, partner)]
+    gap = f"{100 * (top1[0] - top1[1]):+.2f}"
+    assert f"- `greedy`'s network minus `evolution`'s, trained with the same seeds: {gap}\n  points" in page
+    assert f"and over the 1 supernet **{gap}** (not estimable)" in page
     command = next(line for line in generate.render()["index.md"].splitlines() if f"--out runs/{partner}" in line)
     assert f"--random-from runs/{base}" in command and "--random " not in command  # rebuilt as it was run
 

@@ -323,12 +323,10 @@ def _ci(ci: list[float] | None, scale: float = 100.0) -> str:
     return "not estimable" if ci is None else f"{scale * ci[0]:+.2f} to {scale * ci[1]:+.2f}"
 
 
-def _p(p: float | None) -> str:
-    return "p not estimable" if p is None else ("p < 0.001" if p < 0.001 else f"p = {p:.3f}")
-
-
 def environment() -> jinja2.Environment:
     """The templates' environment: strict about missing values, with the number formats the pages share."""
+    from nas.stats import over_comparisons
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         undefined=jinja2.StrictUndefined,
@@ -342,7 +340,8 @@ def environment() -> jinja2.Environment:
         ci=_ci,  # an interval of fractions in points
         tau=lambda x: "-" if x is None else f"{x:+.2f}",
         tci=lambda ci: _ci(ci, 1.0),  # an interval of a rank correlation
-        p=_p,
+        p=lambda p: "p not estimable" if p is None else ("p < 0.001" if p < 0.001 else f"p = {p:.3f}"),
+        over=lambda values: over_comparisons(list(values)),  # a figure's mean over independent comparisons
         duration=duration,
         wall=lambda name: duration(wall_seconds(HERE / name)),
         g=lambda x: format(x, "g"),
