@@ -168,6 +168,45 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
     assert len(study) == 6 and f"| {generate.duration(seconds)} |" in readme
     assert f"({seconds / 3600:.1f} hours on 2 CPU cores in all)" in " ".join(explanation.split())
 
+    # The study where the pilot shows room: its first comparisons, evolution's and greedy's, in the README, the
+    # explanation and the comparisons page's dated judgement.
+    study = {c["strategy"]: c for c in data["objectives"]["latency"]["runs"] if "32px-seed0-lat224" in c["name"]}
+    evo, greedy = study["evolution"]["s"], study["greedy"]["s"]
+    words = " ".join(explanation.split())
+
+    def interval(ci: list[float]) -> str:
+        return f"{100 * ci[0]:+.2f} to {100 * ci[1]:+.2f}"
+
+    margin = f"{100 * evo['margin_over_random_mean']:+.2f} points above the random networks' mean (95% interval "
+    assert margin + interval(evo["margin_over_random_mean_ci"]) + ")" in prose
+    assert (
+        f"**{100 * evo['margin_over_random_mean']:+.2f} points** above the random networks' mean (95% interval" in words
+    )
+    assert (
+        f"{interval(evo['margin_over_random_mean_ci'])}): the first" in words
+        and f"{100 * evo['searched_top1']:.2f}%" in words
+    )
+    assert evo["margin_over_random_mean_ci"][0] > 0 and greedy["margin_over_random_mean_ci"][0] < 0
+    assert not evo["beats_every_random"] and not greedy["beats_every_random"]
+    assert (
+        f"within {100 * evo['margin_over_best_random']:+.2f} points ({interval(evo['margin_over_best_random_ci'])})"
+        in words
+    )
+    for cost in ("log_macs", "latency_ms"):
+        f = evo["frontier"][cost]
+        assert f"{100 * f['residual']:+.2f}, interval {interval(f['residual_ci'])}" in words
+        assert f["extrapolated"] and f["searched_rank_by_cost"] == 1 and f["residual_ci"][0] < 0
+        assert greedy["frontier"][cost]["residual_ci"][0] < 0
+    assert (
+        f"reaches {100 * greedy['searched_top1']:.2f}%, {100 * greedy['margin_over_random_mean']:+.2f} points above"
+        in words
+    )
+    assert f"({interval(greedy['margin_over_random_mean_ci'])}); evolution's" in words
+    gap = evo["searched_top1"] - greedy["searched_top1"]
+    assert f"network is {100 * gap:.2f} points above greedy's" in words
+    assert f"spread {evo['band_spread_over_seed_noise']:.1f} times one network's seed noise" in words
+    assert not study["evolution"]["passed_over"]  # the supernet scores the searched network above every random one
+
     # The explanation's pilots at the study's budget: spread, noise, their ratio and its interval, as recorded.
     for name, words in [("pilot-v2-main-32px-lat224-e1", "1 epoch"), ("pilot-v2-main-32px-lat224-e4", "4 epochs")]:
         p = next(r for r in data["pilots"] if r["name"] == name)["summary"]
@@ -176,7 +215,8 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
         row += f"{p['spread_over_noise']:.2f} ({low:.2f} to {high:.2f}): {'room' if p['room'] else 'no room'} |"
         assert row in explanation, row
 
-    # The explanation's two tables of verdicts.
+    # The explanation's two tables of verdicts: at equal MES, and at equal latency in the 64 px study.
+    lat = generate.tally(at_64px)
     rows = {
         "beats every random network (Holm-adjusted p < 0.05)": (mes["beats"], lat["beats"]),
         "margin over the random mean, 95% interval above zero": (mes["mean_above"], lat["mean_above"]),
