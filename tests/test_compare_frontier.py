@@ -311,8 +311,10 @@ def test_committed_comparisons_that_share_draws_count_as_one():
     assert any(same_main <= set(g) for g in groups) and any(same_tiny <= set(g) for g in groups)
     mes = [n for n in randoms if "-mes" in n]
     assert len(mes) == 16 and len([g for g in groups if set(g) <= set(mes)]) == 6
-    # The equal-latency study's two comparisons drew fresh networks: each is its own group.
+    # The 64 px equal-latency study's two comparisons drew fresh networks: each is its own group. The study where
+    # the pilot shows room compares evolution's and greedy's networks of one supernet with the same draw: one group.
     assert [g for g in groups if any("-lat" in n for n in g)] == [
+        ["compare-v2-main-32px-seed0-lat224", "compare-v2-main-32px-seed0-lat224-greedy"],
         ["compare-v2-main-64px-seed0-lat"],
         ["compare-v2-main-64px-seed1-lat"],
     ]
