@@ -16,11 +16,11 @@ by default), with a progress bar that shows images/s and the time left.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import multiprocessing
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -34,7 +34,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from nas.core.errors import NasError
-from nas.data.workers import available_cores
+from nas.data.workers import available_cores, fork_is_safe
 
 log = logging.getLogger(__name__)
 
@@ -160,42 +160,26 @@ def chunked(items: Sequence) -> list[tuple[int, list]]:
     return [(i, list(items[i : i + CHUNK])) for i in range(0, len(items), CHUNK)]
 
 
-def fork_is_safe() -> bool:
-    """Whether this process may fork its decoding workers: not where Ray runs in it.
-
-    A forked child holds a copy of every lock in the state the parent's other threads left it; one
-    held at the fork is never released, and a child that needs it waits forever. Ray's native
-    threads (gRPC's) hold such locks, so a fork pool inside a Ray task or driver can hang
-    (ray-project/ray#28328), as ``benchmarks/compare_workers.py``'s Ray part did.
-    """
-    ray = sys.modules.get("ray")
-    return ray is None or not ray.is_initialized()
-
-
 def pool_map(function, tasks: list[tuple[int, Any]], total: int, workers: int, desc: str, progress: bool):
     """``function`` over ``tasks`` (each ``(start, work)``; yielding ``(start, result)`` as tasks
     finish, ``result`` one entry per image), in-process with one worker, else in ``workers``
-    processes (threads where :func:`fork_is_safe` says no); a progress bar counts ``total`` images."""
+    processes (threads where :func:`nas.data.workers.fork_is_safe` says no); a progress bar counts ``total`` images."""
     bar = tqdm(total=total, desc=desc, unit="img", disable=None if progress else True, mininterval=1.0)
     try:
-        if workers <= 1 or len(tasks) <= 1:
-            for task in tasks:
-                start, result = function(task)
-                yield start, result
-                bar.update(len(result))
-            return
         workers = min(workers, len(tasks))
-        if not fork_is_safe():
+        if workers <= 1:
+            pool, mapped = contextlib.nullcontext(), map(function, tasks)
+        elif not fork_is_safe():
             # PIL decodes with the GIL released, so threads share the cores without a fork.
-            with ThreadPoolExecutor(workers) as pool:
-                for start, result in pool.map(function, tasks):
-                    yield start, result
-                    bar.update(len(result))
-            return
-        # fork where there is one: workers start in milliseconds and need nothing imported again.
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        with multiprocessing.get_context(method).Pool(workers) as pool:
-            for start, result in pool.imap_unordered(function, tasks):
+            pool = ThreadPoolExecutor(workers)
+            mapped = pool.map(function, tasks)
+        else:
+            # fork where there is one: workers start in milliseconds and need nothing imported again.
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            pool = multiprocessing.get_context(method).Pool(workers)
+            mapped = pool.imap_unordered(function, tasks)
+        with pool:
+            for start, result in mapped:
                 yield start, result
                 bar.update(len(result))
     finally:

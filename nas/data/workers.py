@@ -1,9 +1,11 @@
 """How many DataLoader worker processes a loader starts, and the DataLoader options that go with them
-(shared by the folder loaders of :mod:`nas.data.loader` and the shard streams of :mod:`nas.data.shards`)."""
+(shared by the folder loaders of :mod:`nas.data.loader` and the shard streams of :mod:`nas.data.shards`);
+whether this process may fork workers at all."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 from nas.recipe import LOADER_WORKERS_AUTO
 
@@ -22,6 +24,18 @@ def available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def fork_is_safe() -> bool:
+    """Whether this process may fork worker processes: not where Ray runs in it.
+
+    A forked child holds a copy of every lock in the state the parent's other threads left it; one
+    held at the fork is never released, and a child that needs it waits forever. Ray's native
+    threads (gRPC's) hold such locks, so a fork pool inside a Ray task or driver can hang
+    (ray-project/ray#28328), as ``benchmarks/compare_workers.py``'s Ray part did.
+    """
+    ray = sys.modules.get("ray")
+    return ray is None or not ray.is_initialized()
 
 
 def cores_per_process() -> int:
