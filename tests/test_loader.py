@@ -120,3 +120,43 @@ def test_train_logs_data_wait_and_resumes_exactly_with_other_worker_counts(real_
     capsys.readouterr()
     a, b = _final_weights(whole), _final_weights(parts)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
+@pytest.mark.slow
+def test_loader_workers_inside_a_ray_task_start_without_a_fork_and_give_the_same_batches(real_images):
+    """A fork of a Ray worker copies the locks its gRPC threads held (ray-project/ray#28328): inside Ray
+    the loader's workers start from a fresh interpreter, with the batches of a loader outside Ray."""
+    import ray
+
+    from nas.cluster import start_ray
+
+    recipe = dataclasses.replace(load_recipe("demo"), batch_size=16, cache_images=False, loader_workers=2)
+    splits = load_splits(str(real_images), recipe, 0)
+    outside = _epochs(*train_loader(splits, recipe, seed=5)[:2], [0, 1])
+
+    # defined here so that Ray ships it by value rather than importing this test module
+    def batches_without_fork(root, recipe):
+        import os
+
+        from nas.data import load_splits, train_loader
+
+        def refuse_fork():
+            raise AssertionError("the loader forked a Ray worker")
+
+        os.fork = refuse_fork
+        loader, sampler, _ = train_loader(load_splits(str(root), recipe, 0), recipe, seed=5)
+        assert loader.num_workers == 2
+        epochs = []
+        for epoch in (0, 1):
+            sampler.set_epoch(epoch)
+            epochs.append([(images.clone(), labels.clone()) for images, labels in loader])
+        return epochs, loader.multiprocessing_context.get_start_method()
+
+    assert start_ray(None, 1)
+    try:
+        inside, start_method = ray.get(ray.remote(num_cpus=1)(batches_without_fork).remote(real_images, recipe))
+    finally:
+        ray.shutdown()
+    assert start_method in ("forkserver", "spawn")
+    assert _same(inside[0], outside[0]) and _same(inside[1], outside[1])

@@ -157,6 +157,26 @@ def test_stream_resumed_mid_epoch_reads_what_an_uninterrupted_one_does(real_imag
     assert taken + rest == uninterrupted[0] and _keys(resumed) == uninterrupted[1]
 
 
+def test_stream_workers_started_from_a_fresh_interpreter_read_what_forked_ones_do(shards, monkeypatch):
+    # Inside a Ray task workers are not forked (nas.data.workers.fork_is_safe): the stream is pickled to
+    # them instead, and must read and augment as it does in forked workers.
+    from nas.data import train_transform
+
+    recipe = Recipe(img_size=32, batch_size=4, loader_workers=2, search_fraction=0.2)
+    splits = load_splits(str(shards), recipe, seed=0, allow_shards=True)
+
+    def batches():
+        loader = shard_train_loader(splits.train, train_transform(recipe), recipe, 0, keys=True)[0]
+        return loader.loader.multiprocessing_context, [(list(keys), images) for images, _, keys in loader]
+
+    forked_context, forked = batches()
+    monkeypatch.setattr("nas.data.workers.fork_is_safe", lambda: False)
+    fresh_context, fresh = batches()
+    assert forked_context is None and fresh_context.get_start_method() in ("forkserver", "spawn")
+    assert len(fresh) == len(forked) == 96 // 4
+    assert all(a[0] == b[0] and torch.equal(a[1], b[1]) for a, b in zip(fresh, forked))
+
+
 def test_each_rank_reads_its_own_part_and_the_augmentation_follows_the_key(shards):
     recipe = Recipe(img_size=32, batch_size=4, search_fraction=0.2)
     splits = load_splits(str(shards), recipe, seed=0, allow_shards=True)

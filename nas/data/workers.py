@@ -4,6 +4,7 @@ whether this process may fork workers at all."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 
@@ -63,9 +64,18 @@ def resolve_workers(requested: int | str, source: object) -> int:
 
 
 def loader_options(workers: int, device_type: str) -> dict:
-    """DataLoader keywords for ``workers`` processes feeding a ``device_type`` device."""
+    """DataLoader keywords for ``workers`` processes feeding a ``device_type`` device (started from a
+    fresh interpreter, not forked, where :func:`fork_is_safe` says no: inside a Ray task)."""
     options: dict = {"num_workers": workers, "pin_memory": device_type == "cuda"}  # pinned: async host-to-GPU copy
     if workers > 0:
         # Workers live as long as the loader: no start-up (fork, dataset copy) at every epoch or evaluation.
         options.update(persistent_workers=True, prefetch_factor=PREFETCH_BATCHES)
+        if not fork_is_safe():
+            options["multiprocessing_context"] = clean_start_method()
     return options
+
+
+def clean_start_method() -> str:
+    """How to start worker processes where a fork is unsafe: from a fresh interpreter that holds none of
+    this process's locks (forkserver where the platform has it: one fresh start, then cheap forks of it)."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
