@@ -207,6 +207,37 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
     assert f"spread {evo['band_spread_over_seed_noise']:.1f} times one network's seed noise" in words
     assert not study["evolution"]["passed_over"]  # the supernet scores the searched network above every random one
 
+    # Its second supernet seed: both searched networks beat every random one; the figures the prose quotes.
+    second = {c["strategy"]: c for c in data["objectives"]["latency"]["runs"] if "32px-seed1-lat224" in c["name"]}
+    evo, greedy = second["evolution"]["s"], second["greedy"]["s"]
+    assert evo["beats_every_random"] and greedy["beats_every_random"]
+    margin = f"the second gives {100 * evo['margin_over_random_mean']:+.2f} points "
+    assert margin + f"({interval(evo['margin_over_random_mean_ci'])})" in prose
+    assert "Greedy slimming's network beats every random one with the second supernet, not with the first" in prose
+    assert (
+        f"reaches {100 * evo['searched_top1']:.2f}%, **{100 * evo['margin_over_random_mean']:+.2f} points** above"
+        in words
+    )
+    assert f"(95% interval {interval(evo['margin_over_random_mean_ci'])}), and it beats every random network" in words
+    best = f"the best of them by {100 * evo['margin_over_best_random']:+.2f} points"
+    assert best + f" ({interval(evo['margin_over_best_random_ci'])})" in words
+    macs, latency = evo["frontier"]["log_macs"], evo["frontier"]["latency_ms"]
+    assert macs["residual_ci"][0] > 0 and latency["residual_ci"][0] > 0
+    assert f"against MACs ({100 * macs['residual']:+.2f}, interval {interval(macs['residual_ci'])};" in words
+    assert macs["extrapolated"] and macs["searched_rank_by_cost"] == 1
+    assert f"against latency ({100 * latency['residual']:+.2f}, interval {interval(latency['residual_ci'])})" in words
+    assert not latency["extrapolated"] and latency["searched_rank_by_cost"] == 3 and "is third of the six" in words
+    greedy_line = f"reaches {100 * greedy['searched_top1']:.2f}%, {100 * greedy['margin_over_random_mean']:+.2f} points"
+    assert f"{greedy_line} above the random mean ({interval(greedy['margin_over_random_mean_ci'])})" in words
+    gap = greedy["searched_top1"] - evo["searched_top1"]
+    assert f"it is {100 * gap:.2f} points above evolution's" in words
+    # The dated judgement on the comparisons page: greedy's network above the latency frontier only, extrapolated.
+    assert greedy["frontier"]["latency_ms"]["residual_ci"][0] > 0 > greedy["frontier"]["log_macs"]["residual_ci"][0]
+    assert greedy["frontier"]["latency_ms"]["extrapolated"]
+    spread = evo["band_spread_over_seed_noise"]
+    assert spread < 1.5 and f"spread only {spread:.1f} times one network's seed noise, below the 1.5" in words
+    assert not second["evolution"]["passed_over"] and not second["greedy"]["passed_over"]
+
     # The explanation's pilots at the study's budget: spread, noise, their ratio and its interval, as recorded.
     for name, words in [("pilot-v2-main-32px-lat224-e1", "1 epoch"), ("pilot-v2-main-32px-lat224-e4", "4 epochs")]:
         p = next(r for r in data["pilots"] if r["name"] == name)["summary"]
