@@ -2,6 +2,10 @@
 
 import json
 import subprocess
+import threading
+import time
+
+import pytest
 
 from nas.cli import main
 from nas.runs.provenance import RunClock, code_version
@@ -48,3 +52,23 @@ def test_a_session_records_the_code_it_started_with(tmp_path, monkeypatch):
     monkeypatch.setattr(nas.runs.provenance, "code_version", lambda: {"commit": "later", "dirty": True})
     assert clock.summary()["commit"] == started["commit"] != "later"
     assert json.loads((tmp_path / "wall.json").read_text())["sessions"][0]["commit"] == started["commit"]
+
+
+def test_a_ticking_clock_records_the_time_while_the_work_saves_elsewhere(tmp_path):
+    """A comparison's network trains in its own folder: the comparison's clock ticks on a timer, so a session
+    killed mid-training still left its time so far in the comparison's wall.json (then once more at the end)."""
+    clock = RunClock(tmp_path, resume=False)
+    wall = tmp_path / "wall.json"
+    with clock.ticking(every_s=0.05):
+        deadline = time.monotonic() + 30
+        while not wall.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        during = json.loads(wall.read_text())["sessions"]
+        assert len(during) == 1 and during[0]["seconds"] > 0
+        time.sleep(0.1)
+    after = json.loads(wall.read_text())["sessions"]
+    assert len(after) == 1 and after[0]["seconds"] >= during[0]["seconds"] + 0.1
+    assert not [t for t in threading.enumerate() if t.name.startswith("wall clock of")]
+    with pytest.raises(KeyboardInterrupt), clock.ticking(every_s=60):  # an interrupted block still records
+        raise KeyboardInterrupt
+    assert json.loads(wall.read_text())["sessions"][0]["seconds"] >= after[0]["seconds"]

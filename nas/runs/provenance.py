@@ -3,18 +3,22 @@ spent on it over every session that worked on it (a run resumed three times has 
 
 Each run folder keeps ``wall.json``: one entry per session (start time, seconds, commit), rewritten
 atomically whenever the run saves its progress, so a killed session loses at most the time since
-its last save. ``result.json`` gets :meth:`RunClock.summary`.
+its last save; a run whose progress is saved in other folders (a comparison's trainings) ticks its own
+clock on a timer instead (:meth:`RunClock.ticking`). ``result.json`` gets :meth:`RunClock.summary`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
 import os
 import platform
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -77,6 +81,7 @@ class RunClock:
                 log.warning("%s: unreadable (%s); wall time counts from this session", self.path, exc)
         self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._t0 = time.perf_counter()
+        self._writing = threading.Lock()
         # The code this process imported, read now: code_version() is cached at its first call, which
         # would otherwise be the first save, after a commit made since the start would be recorded.
         self._code = code_version()
@@ -87,8 +92,29 @@ class RunClock:
 
     def tick(self) -> None:
         """Record the time spent so far (call where the run saves its progress)."""
-        if self.path.parent.exists():
-            write_text_atomic(self.path, json.dumps({"sessions": self.sessions()}, indent=1) + "\n")
+        with self._writing:  # the timer of ticking() and the run's own saves write one after the other
+            if self.path.parent.exists():
+                write_text_atomic(self.path, json.dumps({"sessions": self.sessions()}, indent=1) + "\n")
+
+    @contextlib.contextmanager
+    def ticking(self, every_s: float = 60.0) -> Iterator["RunClock"]:
+        """Tick every ``every_s`` seconds while the block runs, and once as it ends (an exception
+        included). For a run that saves its progress elsewhere: a comparison whose network trains for
+        minutes in its own folder would otherwise lose the whole session's time if killed mid-training."""
+        stop = threading.Event()
+
+        def tick_until_stopped() -> None:
+            while not stop.wait(every_s):
+                self.tick()
+
+        timer = threading.Thread(target=tick_until_stopped, name=f"wall clock of {self.path.parent}", daemon=True)
+        timer.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            timer.join()
+            self.tick()
 
     def summary(self) -> dict[str, Any]:
         """For ``result.json``: total wall seconds, sessions, and the code and libraries that made it."""

@@ -7,6 +7,7 @@ interrupted, so a study that is run again (or a Ray task that is retried) contin
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -174,7 +175,13 @@ def seed_run_name(network: str, k: int) -> str:
 
 
 def train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunClock | None = None) -> list[dict]:
-    """Train every job on ``pool``, in job order; ``clock`` records the wall time after each network."""
+    """Train every job on ``pool``, in job order; ``clock`` records the wall time after each network and
+    every minute while they train (a network's own checkpoints are in its folder, not the study's)."""
+    with clock.ticking() if clock is not None else contextlib.nullcontext():
+        return _train_all(jobs, pool, clock)
+
+
+def _train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunClock | None) -> list[dict]:
     workers, address, threads = pool.workers, pool.ray_address, pool.threads_per_worker
     finished = all(RunFolder(job.run).finished for job in jobs)
     if finished or (workers == 0 and address is None):
