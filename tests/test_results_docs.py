@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("results_generate", RESULTS / "generate.py")
+def _generator(path: Path = RESULTS / "generate.py"):
+    spec = importlib.util.spec_from_file_location(f"results_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -366,3 +366,24 @@ def test_the_shards_equivalence_row_is_what_the_benchmark_says():
     ratios = ", ".join(f"{c} {figures[c]['shards_seconds'] / figures[c]['folder_seconds']:.2f}x" for c in commands)
     row = f"identical in all four commands; wall time from the shards over the folder's: {ratios} |"
     assert row in (ROOT / "docs" / "explanation" / "benchmarks.md").read_text(encoding="utf-8")
+
+
+def test_the_study_picture_shows_every_committed_comparison_of_the_study(tmp_path):
+    """``search_vs_random_figure.py`` draws each supernet seed's random networks and both searched networks of the
+    committed comparisons, and the margins' mean over the seeds that the comparisons page states."""
+    figure = _generator(RESULTS / "studies" / "search_vs_random_figure.py")
+    rows = figure.study_rows()
+    drawn = {m["comparison"] for row in rows for m in row["strategies"].values()}
+    assert drawn == {f.name for f in RESULTS.glob("compare-v2-main-32px-seed*-lat224*")} and len(rows) >= 2
+    for row in rows:
+        assert len(row["randoms"]) == 5 and abs(sum(row["randoms"])) < 1e-9  # relative to their own mean
+        assert set(row["strategies"]) == {"evolution", "greedy"}
+    over = figure.draw(rows, tmp_path / "study.png")
+    assert (tmp_path / "study.png").stat().st_size > 10_000
+    page = " ".join((RESULTS / "comparisons.md").read_text(encoding="utf-8").split())
+    for strategy, pooled in over.items():
+        assert pooled["n"] == len(rows)
+        margins = [row["strategies"][strategy]["margin"] for row in rows]
+        assert abs(pooled["estimate"] - sum(margins) / len(margins)) < 1e-12
+        low, high = pooled["ci"]
+        assert f"comparisons **{100 * pooled['estimate']:+.2f}** ({100 * low:+.2f} to {100 * high:+.2f})" in page

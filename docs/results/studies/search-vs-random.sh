@@ -9,6 +9,7 @@
 #
 #   STAGE=pilots bash docs/results/studies/search-vs-random.sh   # nas headroom at each candidate recipe
 #   EPOCHS=4 bash docs/results/studies/search-vs-random.sh       # the study, at the recipe the pilots chose
+#   python docs/results/studies/search_vs_random_figure.py        # its picture, from the committed comparisons
 #
 # Pilots: 4 random networks of the band, 2 seeds each, per candidate recipe (cifar10-rank as it is, or
 # with more epochs or images); the study takes the cheapest whose spread over seed noise is 1.5 or
