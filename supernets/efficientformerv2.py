@@ -74,6 +74,22 @@ def _norm_layer():
     return partial(get_norm_layer("batchnorm2d"), eps=1e-5)
 
 
+def _stage(index: int, dim_in: int, dim: int, **options) -> EfficientFormerV2Stage:
+    """Stage ``index`` laid out as timm's EfficientFormerV2 lays it out: every stage after the first opens
+    with a downsample, which attends in the last stage (§3.4), and the third stage's attention is strided
+    (§3.4 stride attention). ``options`` are the stage's own (depth, resolution, attention, FFN ratios, ...)."""
+    return EfficientFormerV2Stage(
+        dim_in,
+        dim,
+        downsample=index > 0,
+        block_stride=ATTENTION_STRIDE.get(index),
+        downsample_use_attn=index >= 3,
+        act_layer=_act_layer(),
+        norm_layer=_norm_layer(),
+        **options,
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Elastic ops
 # --------------------------------------------------------------------------------------------
@@ -294,21 +310,17 @@ class EfficientFormerV2Supernet(SupernetBase):
         resolutions = stage_input_resolutions(self.img_size)
         for i, st in enumerate(space.stages):
             ratios = tuple(st.max_hidden(slot) / widths[i] for slot in range(depths[i]))
-            stage = EfficientFormerV2Stage(
+            stage = _stage(
+                i,
                 prev,
                 widths[i],
                 depth=depths[i],
                 resolution=resolutions[i],
-                downsample=i > 0,
-                block_stride=ATTENTION_STRIDE.get(i),
-                downsample_use_attn=i >= 3,
                 block_use_attn=st.max_attention > 0,
                 num_vit=st.max_attention,
                 mlp_ratio=ratios,
                 drop_path=dpr[i],
                 layer_scale_init_value=self.layer_scale_init_value,
-                act_layer=act_layer,
-                norm_layer=norm_layer,
                 **dd,
             )
             stages.append(ElasticStage.from_static(stage))
@@ -377,21 +389,17 @@ class EfficientFormerV2Static(EfficientFormerV2):
         for i in range(NUM_STAGES):
             if num_vit[i] == max(num_vit):
                 continue
-            self.stages[i] = EfficientFormerV2Stage(
+            self.stages[i] = _stage(
+                i,
                 embed_dims[max(i - 1, 0)],
                 embed_dims[i],
                 depth=depths[i],
                 resolution=resolutions[i],
-                downsample=i > 0,
-                block_stride=ATTENTION_STRIDE.get(i),
-                downsample_use_attn=i >= 3,
                 block_use_attn=i >= 2,
                 num_vit=num_vit[i],
                 mlp_ratio=mlp_ratios[i],
                 drop_path=dpr[i],
                 layer_scale_init_value=layer_scale_init_value,
-                act_layer=_act_layer(),
-                norm_layer=_norm_layer(),
                 device=device,
                 dtype=dtype,
             )
