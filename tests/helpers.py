@@ -7,6 +7,31 @@ import torch
 import torch.nn as nn
 
 
+def in_a_ray_task_without_fork(fn, *args):
+    """``fn(*args)`` in a task of a one-CPU local Ray cluster whose worker refuses ``os.fork``: a fork of a
+    Ray worker copies the locks its gRPC threads held, and a child that needs one waits forever
+    (ray-project/ray#28328). Define ``fn`` inside the test, so that Ray ships it by value rather than
+    importing the test module, which its workers cannot."""
+    import ray
+
+    from nas.cluster import start_ray
+
+    def call_without_fork(*args):
+        import os
+
+        def refuse_fork():
+            raise AssertionError(f"{fn.__name__} forked a Ray worker")
+
+        os.fork = refuse_fork
+        return fn(*args)
+
+    assert start_ray(None, 1)
+    try:
+        return ray.get(ray.remote(num_cpus=1)(call_without_fork).remote(*args))
+    finally:
+        ray.shutdown()
+
+
 def copy_run(run: Path, dest: Path) -> Path:
     """A copy of a run folder (without its lock), for a test that damages or continues a shared run."""
     shutil.copytree(run, dest)

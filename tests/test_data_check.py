@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from helpers import in_a_ray_task_without_fork
 
 from nas.cli import main
 from nas.core.errors import NasError
@@ -109,31 +110,17 @@ def test_decoding_inside_a_ray_task_never_forks_it(data):
     """A fork of a Ray worker copies the locks its gRPC threads held, and a child that needs one
     waits forever (ray-project/ray#28328; a compare's Ray part sat so): inside Ray the pool decodes
     in threads, the same pixels as one process."""
-    import ray
-
-    from nas.cluster import start_ray
     from nas.data.check import decode_all
 
     files = np.array(sorted(str(p.relative_to(data)).encode() for p in (data / "train").rglob("*.jpg")))
     alone = decode_all(data, files, (32, 32, 3), workers=1)
 
-    # defined here so that Ray ships it by value rather than importing this test module
-    def decode_without_fork(root, files):
-        import os
-
+    def decode(root, files):
         from nas.data.check import decode_all
 
-        def refuse_fork():
-            raise AssertionError("the decoding pool forked a Ray worker")
-
-        os.fork = refuse_fork
         return decode_all(root, files, (32, 32, 3), workers=2)
 
-    assert start_ray(None, 1)
-    try:
-        in_ray = ray.get(ray.remote(num_cpus=1)(decode_without_fork).remote(data, files))
-    finally:
-        ray.shutdown()
+    in_ray = in_a_ray_task_without_fork(decode, data, files)
     assert np.array_equal(in_ray, alone)
 
 

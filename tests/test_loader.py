@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 import yaml
+from helpers import in_a_ray_task_without_fork
 
 from nas import NasError
 from nas.cli import main
@@ -127,24 +128,13 @@ def test_train_logs_data_wait_and_resumes_exactly_with_other_worker_counts(real_
 def test_loader_workers_inside_a_ray_task_start_without_a_fork_and_give_the_same_batches(real_images):
     """A fork of a Ray worker copies the locks its gRPC threads held (ray-project/ray#28328): inside Ray
     the loader's workers start from a fresh interpreter, with the batches of a loader outside Ray."""
-    import ray
-
-    from nas.cluster import start_ray
-
     recipe = dataclasses.replace(load_recipe("demo"), batch_size=16, cache_images=False, loader_workers=2)
     splits = load_splits(str(real_images), recipe, 0)
     outside = _epochs(*train_loader(splits, recipe, seed=5)[:2], [0, 1])
 
-    # defined here so that Ray ships it by value rather than importing this test module
-    def batches_without_fork(root, recipe):
-        import os
-
+    def two_epochs(root, recipe):
         from nas.data import load_splits, train_loader
 
-        def refuse_fork():
-            raise AssertionError("the loader forked a Ray worker")
-
-        os.fork = refuse_fork
         loader, sampler, _ = train_loader(load_splits(str(root), recipe, 0), recipe, seed=5)
         assert loader.num_workers == 2
         epochs = []
@@ -153,10 +143,6 @@ def test_loader_workers_inside_a_ray_task_start_without_a_fork_and_give_the_same
             epochs.append([(images.clone(), labels.clone()) for images, labels in loader])
         return epochs, loader.multiprocessing_context.get_start_method()
 
-    assert start_ray(None, 1)
-    try:
-        inside, start_method = ray.get(ray.remote(num_cpus=1)(batches_without_fork).remote(real_images, recipe))
-    finally:
-        ray.shutdown()
+    inside, start_method = in_a_ray_task_without_fork(two_epochs, real_images, recipe)
     assert start_method in ("forkserver", "spawn")
     assert _same(inside[0], outside[0]) and _same(inside[1], outside[1])
