@@ -63,39 +63,25 @@ def draw(rows: list[dict], path: Path = PICTURE) -> dict[str, dict]:
     over = pooled(rows)
     fig, ax = plt.subplots(figsize=(9, 1.8 + 0.75 * (len(rows) + 1)))
     labels = []
+
+    def interval(y: float, k: int, estimate: float, ci, **style) -> None:  # strategy k's margin, 95% interval
+        colour, marker = list(STRATEGIES.values())[k]
+        low, high = ci or (estimate, estimate)
+        xerr = [[100 * (estimate - low)], [100 * (high - estimate)]]
+        ax.errorbar(
+            100 * estimate, y + 0.15 - 0.3 * k, xerr=xerr, fmt=marker, color=colour, capsize=3, zorder=3, **style
+        )
+
     for y, row in enumerate(rows):
         ax.scatter([100 * d for d in row["randoms"]], [y] * len(row["randoms"]), color="grey", s=22, zorder=2)
-        for k, (strategy, (colour, marker)) in enumerate(STRATEGIES.items()):
+        for k, strategy in enumerate(STRATEGIES):
             if strategy in row["strategies"]:
-                m = row["strategies"][strategy]
-                low, high = m["ci"]
-                offset = 0.15 - 0.3 * k
-                ax.errorbar(
-                    100 * m["margin"],
-                    y + offset,
-                    xerr=[[100 * (m["margin"] - low)], [100 * (high - m["margin"])]],
-                    fmt=marker,
-                    color=colour,
-                    capsize=3,
-                    zorder=3,
-                )
+                interval(y, k, row["strategies"][strategy]["margin"], row["strategies"][strategy]["ci"])
         beats = [s for s, m in row["strategies"].items() if m["beats_every_random"]]
         labels.append(f"supernet seed {row['seed']}\nbeats every random: {', '.join(beats) or 'neither'}")
-    y = len(rows)
-    for k, (strategy, (colour, marker)) in enumerate(STRATEGIES.items()):
+    for k, strategy in enumerate(STRATEGIES):
         if strategy in over:
-            p, offset = over[strategy], 0.15 - 0.3 * k
-            ci = p["ci"] or [p["estimate"], p["estimate"]]
-            ax.errorbar(
-                100 * p["estimate"],
-                y + offset,
-                xerr=[[100 * (p["estimate"] - ci[0])], [100 * (ci[1] - p["estimate"])]],
-                fmt=marker,
-                color=colour,
-                mfc="white",
-                capsize=3,
-                zorder=3,
-            )
+            interval(len(rows), k, over[strategy]["estimate"], over[strategy]["ci"], mfc="white")
     labels.append(f"mean over {max((p['n'] for p in over.values()), default=0)} seeds\n(t-interval over them)")
     for strategy, (colour, marker) in STRATEGIES.items():
         ax.errorbar([], [], fmt=marker, color=colour, label=f"{strategy}'s network (95% interval)")
