@@ -236,7 +236,7 @@ def _train_and_report(
         "rows": rows,
         "draws": draws,
         "sources": sources_words(
-            config, objective, request.space, prepared.table, request.recipe, trained[0], prepared.num_classes, draws
+            config, objective, request.space, prepared.table, request.recipe, trained, prepared.num_classes, draws
         ),
         "summary": comparison_summary(rows, with_supernet=bool(config.supernet)),
         "provenance": {

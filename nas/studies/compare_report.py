@@ -25,11 +25,12 @@ def sources_words(
     space,
     table,
     recipe: Recipe,
-    first: dict,
+    trained: list[dict],
     num_classes: int,
     draws: dict,
 ) -> dict[str, str]:
-    """Where each column's numbers come from, in words."""
+    """Where each column's numbers come from, in words (``trained``: every training's ``result.json``)."""
+    first = trained[0]
     seeds = [config.seed + k for k in range(config.seeds)]
     sources = {
         "accuracy": f"top-1 on {first['val']} ({first['val_images']} images) after training from scratch for "
@@ -37,6 +38,7 @@ def sources_words(
         f"{config.recipe_name or 'custom'}, seed{'s' if len(seeds) > 1 else ''} "
         f"{', '.join(map(str, seeds))} per network (mean and standard deviation over seeds), input "
         f"{recipe.img_size}x{recipe.img_size}; data: {config.data or 'scikit-learn digits'}",
+        "hardware": hardware_words(trained),
         "cost": f"params and MACs exact (counted), at {config.img_size}x{config.img_size} with a {num_classes}-class "
         "head",
         "resolution": resolution_words(config.img_size, recipe.img_size),
@@ -54,6 +56,19 @@ def sources_words(
             "BatchNorm recalibrated, on that run's search split (what the search saw)"
         )
     return sources
+
+
+def hardware_words(trained: list[dict]) -> str:
+    """Where a study's trainings ran, from each one's provenance: a GPU's name or the CPU, with torch's
+    version and how many trainings ran there (a study may train part of its networks on another machine,
+    docs/results/studies/trainings_elsewhere.py)."""
+    places: dict[str, int] = {}
+    for result in trained:
+        p = result.get("provenance", {})
+        where = f"{p['cuda']} (CUDA)" if p.get("cuda") else f"the CPU ({p.get('cpus', '?')} cores)"
+        key = f"{where}, torch {p.get('torch', '?')}"
+        places[key] = places.get(key, 0) + 1
+    return "trained on " + "; ".join(f"{where}: {n} of {len(trained)} trainings" for where, n in places.items())
 
 
 def draws_words(draws: dict) -> str:

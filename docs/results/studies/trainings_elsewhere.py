@@ -136,8 +136,8 @@ def train(jobs_path: Path, processes: int, threads: int, pack: Path | None) -> N
         "threads_per_process": threads,
         "data_check_seconds": round(checked, 1),
         "wall_seconds": round(time.perf_counter() - start, 1),
-        # the commit the plan was made at (the copy of the tree on another machine may hold no .git)
-        "commit": _commit() or json.loads(jobs_path.with_suffix(".json").read_text())["commit"],
+        # the commit the plan was made at: the tree copied to another machine may hold no .git, or an older one
+        "commit": json.loads(jobs_path.with_suffix(".json").read_text())["commit"],
         "trainings": sorted(done, key=lambda d: d["run"]),
         "failed": failed,
     }
