@@ -22,6 +22,13 @@
 # (`nas compare --target`: the band of the search's target), and greedy's network with the same
 # random networks (--random-from: their trainings are reused).
 #
+# Seed 2's 21 trainings (its comparison's 18 and greedy's 3) ran on a lent H100 instead: their run folders,
+# trained there by trainings_elsewhere.py (beside this script), are adopted by the same `nas compare` steps:
+#   python docs/results/studies/trainings_elsewhere.py plan JOBS.pkl \
+#       --also searched=runs/compare-v2-main-32px-seed2-lat224-greedy:runs/search-v2-main-32px-seed2-lat224-greedy/arch.yaml \
+#       -- <the seed-2 `nas compare` arguments below, without --supernet>
+#   python docs/results/studies/trainings_elsewhere.py train JOBS.pkl --processes 11 --threads 1 --pack OUT/trainings.tar.gz
+# (there: the same tree, the data at the same relative path); here: unpack, `... check JOBS.pkl`, run this script.
 # Every step is resumable: a finished run (result.json) is skipped, an interrupted one continues with
 # --resume. Run folders go to runs/; each records its wall time (wall.json) across sessions;
 # search-vs-random-load.md beside this script lists what else ran on the cores during each step.

@@ -2,7 +2,9 @@
 step() {  # step RUN_FOLDER COMMAND...: run COMMAND unless RUN_FOLDER finished; --resume if it started
     local run=$1; shift
     if [ -f "$run/result.json" ]; then echo "done: $run"; return; fi
-    local resume=(); [ -d "$run" ] && resume=(--resume)
+    # --resume once the step recorded its settings: a folder holding only trainings made elsewhere
+    # (trainings_elsewhere.py) starts the step, which adopts them
+    local resume=(); { [ -f "$run/config.yaml" ] || [ -f "$run/plan.json" ]; } && resume=(--resume)
     echo "+ $* ${resume[*]}"
     "$@" "${resume[@]}"
 }
