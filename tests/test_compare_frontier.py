@@ -316,6 +316,7 @@ def test_committed_comparisons_that_share_draws_count_as_one():
     assert [g for g in groups if any("-lat" in n for n in g)] == [
         ["compare-v2-main-32px-seed0-lat224", "compare-v2-main-32px-seed0-lat224-greedy"],
         ["compare-v2-main-32px-seed1-lat224", "compare-v2-main-32px-seed1-lat224-greedy"],
+        ["compare-v2-main-32px-seed2-lat224", "compare-v2-main-32px-seed2-lat224-greedy"],
         ["compare-v2-main-64px-seed0-lat"],
         ["compare-v2-main-64px-seed1-lat"],
     ]

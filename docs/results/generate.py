@@ -48,6 +48,18 @@ def wall_seconds(folder: Path) -> float | None:
     return (_json(folder / "result.json").get("provenance") or {}).get("wall_seconds")
 
 
+def wall_words(folder: Path) -> str:
+    """A run's wall time; where its trainings ran elsewhere (``device-trainings.json``, trainings_elsewhere.py, in
+    it or the folder it shares a draw with), that run's too: its own clock timed only what ran here."""
+    words = duration(wall_seconds(folder))
+    for path in sorted(HERE.glob("*/device-trainings.json")):
+        run, where = _json(path), f"{path.parent.name}/device-trainings.json"
+        if mine := [t for t in run["trainings"] if f"/{folder.name}/runs/" in f"/{t['run']}"]:
+            n, took = len(run["trainings"]), duration(run["wall_seconds"])
+            words += f" here; its {len(mine)} trainings on {run['gpu']}, in one run of {n} ({took}, `{where}`)"
+    return words
+
+
 def duration(seconds: float | None) -> str:
     """``2 h 3 min``, ``41 min 48 s`` or ``9 s``; ``not recorded`` for None."""
     if seconds is None:
@@ -107,15 +119,8 @@ def supernets(recorded: list[str]) -> list[dict]:
         config, result = _yaml(folder / "config.yaml"), _json(folder / "result.json")
         recipe = config["recipe"]
         argv = ["nas", "train-supernet", config["family"], "--space", config["space"]]
-        argv += [
-            *recipe_args(recipe, used_by="train-supernet"),
-            "--data",
-            config["data"],
-            "--run",
-            _supernet_run(folder, recorded),
-            "--seed",
-            config["seed"],
-        ]
+        argv += [*recipe_args(recipe, used_by="train-supernet"), "--data", config["data"]]
+        argv += ["--run", _supernet_run(folder, recorded), "--seed", config["seed"]]
         argv += ["--init", config["init"]] if config.get("init") else []
         if result["step"] < result["train_split"] // recipe["batch_size"] * recipe["epochs"]:  # stopped early
             argv += ["--max-steps", result["step"]]
@@ -276,19 +281,10 @@ def benchmarks() -> list[dict]:
         rows = [line for line in lines if line.startswith("runs/")]
         found = [re.search(r"(?:wall time|done in) ([\d.]+ \w+)|^([\d.]+ \w+) in all", c) for c in comments]
         cost = next((m.group(1) or m.group(2) for m in found if m), None)
-        outputs.append(
-            {
-                "name": path.name,
-                "command": command and command.group(0).strip(),
-                "whole": "scores all images" in comments[0],
-                "comments": comments,
-                "table": [line for line in lines if not line.startswith("#")],
-                "rows": len(rows),
-                "held": sum("FAIL:" not in line for line in rows),
-                "same": sum(line.endswith("same architecture") for line in rows),
-                "cost": cost,
-            }
-        )
+        output = dict(name=path.name, command=command and command.group(0).strip(), comments=comments, cost=cost)
+        output.update(whole="scores all images" in comments[0], table=[x for x in lines if not x.startswith("#")])
+        output.update(rows=len(rows), held=sum("FAIL:" not in x for x in rows))
+        outputs.append({**output, "same": sum(x.endswith("same architecture") for x in rows)})
     return outputs
 
 
@@ -343,7 +339,7 @@ def environment() -> jinja2.Environment:
         p=lambda p: "p not estimable" if p is None else ("p < 0.001" if p < 0.001 else f"p = {p:.3f}"),
         over=lambda values: over_comparisons(list(values)),  # a figure's mean over independent comparisons
         duration=duration,
-        wall=lambda name: duration(wall_seconds(HERE / name)),
+        wall=lambda name: wall_words(HERE / name),
         g=lambda x: format(x, "g"),
         names=lambda items: ", ".join(f"`{x}`" for x in items) or "none",
     )

@@ -31,6 +31,8 @@ def study_rows(results: Path = RESULTS) -> list[dict]:
         s, strategy = result["summary"], "greedy" if match.group(2) else "evolution"
         row = seeds.setdefault(int(match.group(1)), {"seed": int(match.group(1)), "strategies": {}})
         row["randoms"] = [r["top1"] - s["random_top1_mean"] for r in result["rows"] if r["kind"] == "random"]
+        if strategy == "evolution":  # where its networks trained (greedy's trained beside them)
+            row["trained_on"] = trained_on(result)
         row["strategies"][strategy] = {
             "comparison": folder.name,
             "margin": s["margin_over_random_mean"],
@@ -38,6 +40,14 @@ def study_rows(results: Path = RESULTS) -> list[dict]:
             "beats_every_random": s["beats_every_random"],
         }
     return [seeds[k] for k in sorted(seeds)]
+
+
+def trained_on(result: dict) -> str:
+    """Where a comparison's networks trained, briefly: the GPU its sources name, else the CPU cores its
+    provenance counted (comparisons from before the sources named the hardware trained on the CPU)."""
+    hardware = result["sources"].get("hardware", "")
+    gpu = re.search(r"trained on (?:NVIDIA )?(.+?) \(CUDA\)", hardware)
+    return gpu.group(1) if gpu else f"{result['provenance']['cpus']} CPU cores"
 
 
 def pooled(rows: list[dict]) -> dict[str, dict]:
@@ -78,7 +88,10 @@ def draw(rows: list[dict], path: Path = PICTURE) -> dict[str, dict]:
             if strategy in row["strategies"]:
                 interval(y, k, row["strategies"][strategy]["margin"], row["strategies"][strategy]["ci"])
         beats = [s for s, m in row["strategies"].items() if m["beats_every_random"]]
-        labels.append(f"supernet seed {row['seed']}\nbeats every random: {', '.join(beats) or 'neither'}")
+        labels.append(
+            f"supernet seed {row['seed']} ({row.get('trained_on', '?')})\n"
+            f"beats every random: {', '.join(beats) or 'neither'}"
+        )
     for k, strategy in enumerate(STRATEGIES):
         if strategy in over:
             interval(len(rows), k, over[strategy]["estimate"], over[strategy]["ci"], mfc="white")
@@ -92,7 +105,7 @@ def draw(rows: list[dict], path: Path = PICTURE) -> dict[str, dict]:
     ax.set_xlabel("top-1 minus the random networks' mean (points)")
     ax.set_title(
         "Searched vs 5 random networks of the same predicted latency (1.2 ms, iPhone 12 at 224 px)\n"
-        "EfficientFormerV2 main space, CIFAR-10 at 32 px, 4 epochs on 20,000 images, 2 CPU cores",
+        "EfficientFormerV2 main space, CIFAR-10 at 32 px, 4 epochs on 20,000 images",
         fontsize=9,
     )
     fig.legend(fontsize=7, loc="lower center", ncol=3, frameon=False)
