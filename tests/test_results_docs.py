@@ -217,6 +217,9 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
     evo_pooled += interval(pooled["evolution"]["ci"])
     assert all(s["margin_over_random_mean"] > 0 for s in by_strategy["evolution"]) and pooled["evolution"]["ci"][0] > 0
     n = len(by_strategy["evolution"])
+    changelog = " ".join((ROOT / "CHANGELOG.md").read_text(encoding="utf-8").split())
+    estimate, ci = 100 * pooled["evolution"]["estimate"], interval(pooled["evolution"]["ci"])
+    assert f"{estimate:+.2f} points above the random networks' mean over the seeds (95% interval {ci})" in changelog
     lead = f"with each of {count[n]} supernet seeds ({evo_pooled}), and beats every one of them with {count[len(won)]}"
     assert lead in prose
     margins = [f"{100 * s['margin_over_random_mean']:+.2f}" for s in by_strategy["evolution"]]
