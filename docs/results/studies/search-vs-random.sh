@@ -38,6 +38,7 @@ DATA=${DATA:-../shared/data/cifar10}
 STAGE=${STAGE:-study}
 TARGET_MS=${TARGET_MS:-1.2}
 PILOTS=${PILOTS:-e1 e4 all2}
+SEEDS=${SEEDS:-0 1 2}  # the supernet seeds the study runs (SEEDS=2: one seed's steps alone)
 budget=(--objective latency --target "$TARGET_MS" --device iphone12)
 
 source docs/results/studies/step.sh  # step RUN_FOLDER COMMAND...: skipped when finished, else --resume
@@ -64,7 +65,7 @@ fi
 : "${EPOCHS:?set EPOCHS (and TRAIN_IMAGES) to the recipe of the pilot the study takes}"
 TRAIN_IMAGES=${TRAIN_IMAGES:-20000}
 training=(--recipe cifar10-rank --epochs "$EPOCHS" --train-images "$TRAIN_IMAGES")
-for seed in 0 1 2; do
+for seed in $SEEDS; do
     supernet=runs/cifar10-v2-main-32px-seed$seed
     evolution=runs/search-v2-main-32px-seed$seed-lat224
     greedy=runs/search-v2-main-32px-seed$seed-lat224-greedy
