@@ -111,25 +111,24 @@ def search_defaults(arch_path: str) -> dict:
     return defaults
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
-    print the table and summary; return the exit code."""
+def compare_request(args: argparse.Namespace):
+    """The :class:`nas.studies.compare.CompareRequest` of a parsed ``nas compare`` command line, with the
+    defaults of the search that wrote ``--searched`` (``docs/results/studies/trainings_elsewhere.py`` plans
+    a comparison's trainings from the same request)."""
     from nas.space_files import find_space
-    from nas.studies.compare import CompareRequest, compare
-    from nas.studies.compare_report import summary_line, table_lines
+    from nas.studies.compare import CompareRequest
 
     space = find_space(args.searched, args.space)
     label, arch = space.resolve(args.searched)
     defaults = search_defaults(args.searched)
     supernet = args.supernet or defaults.get("supernet")
-    out = args.out or f"runs/compare-{arch.digest}"
-    request = request_from_args(
+    return request_from_args(
         CompareRequest,
         args,
         searched=arch,
         space=space,
         recipe=recipe_from_args(args),
-        out=out,
+        out=args.out or f"runs/compare-{arch.digest}",
         n_random=args.random if args.random is not None else (None if args.random_from else 5),
         data=args.data if args.data is not None else defaults.get("data"),
         objective=args.objective or defaults.get("objective", "mes"),
@@ -142,6 +141,16 @@ def run(args: argparse.Namespace) -> int:
         recipe_name=str(args.recipe),
         searched_label=label,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
+    print the table and summary; return the exit code."""
+    from nas.studies.compare import compare
+    from nas.studies.compare_report import summary_line, table_lines
+
+    request = compare_request(args)
+    out = request.out
     result = compare(request)
     o = result["objective"]
     whose = "--target" if result.get("target_given") else "the searched network's"

@@ -39,45 +39,24 @@ ROOT = Path(__file__).resolve().parents[3]
 def plan(jobs_path: Path, compare_argv: list[str], also: list[str]) -> None:
     """Write the trainings ``nas compare compare_argv`` would run (and ``also``'s) to ``jobs_path``
     (pickled requests) and a readable listing beside it (``.json``)."""
-    from nas.cli.common import recipe_from_args, request_from_args, training_pool
-    from nas.cli.compare import search_defaults
+    from nas.cli.compare import compare_request
     from nas.cli.main import build_parser
-    from nas.space_files import find_space
-    from nas.studies.compare import CompareRequest, _prepare
+    from nas.studies.compare import _prepare
     from nas.studies.compare_plan import plan_networks
     from nas.studies.jobs import seeded_jobs
 
     args = build_parser().parse_args(["compare", *compare_argv])
-    space = find_space(args.searched, args.space)
-    label, arch = space.resolve(args.searched)
-    defaults = search_defaults(args.searched)
-    request = request_from_args(
-        CompareRequest,
-        args,
-        searched=arch,
-        space=space,
-        recipe=recipe_from_args(args),
-        out=args.out,
-        n_random=args.random if args.random is not None else 5,
-        data=args.data if args.data is not None else defaults.get("data"),
-        objective=args.objective or defaults.get("objective", "mes"),
-        device=args.device or defaults.get("device"),
-        img_size=args.price_size,
-        supernet=None,  # the draw does not depend on it; the comparison scores with it afterwards
-        bn_calib_batches=None,
-        pool=training_pool(args),
-        recipe_name=str(args.recipe),
-        searched_label=label,
-    )
+    # The draw does not depend on the supernet; the comparison scores with it afterwards.
+    request = dataclasses.replace(compare_request(args), supernet=None, bn_calib_batches=None)
     prepared = _prepare(request)
     _, networks, _ = plan_networks(request, prepared)
     config = prepared.config
     seeds = [config.seed + k for k in range(config.seeds)]
-    jobs = seeded_jobs(networks, seeds, request, Path(args.out) / "runs", config.data, config.max_steps)
+    jobs = seeded_jobs(networks, seeds, request, Path(request.out) / "runs", config.data, config.max_steps)
     for item in also:
         name, rest = item.split("=", 1)
         out, arch_path = rest.split(":", 1)
-        other = space.resolve(arch_path)[1]
+        other = request.space.resolve(arch_path)[1]
         jobs += seeded_jobs([(name, other)], seeds, request, Path(out) / "runs", config.data, config.max_steps)
     listing = {
         "commit": _commit(),
