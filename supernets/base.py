@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
 from timm.layers import to_2tuple
 
 from nas.core.arch import ArchConfig
-from nas.core.signature import BlockSignature
+from nas.core.signature import stage_resolutions
 from nas.core.space import SearchSpace
-from nas.core.stage import StageSpace
 from supernets.elastic_ops import (
     SLICE_GRADIENTS_FLAG,
     ElasticLinear,
@@ -24,19 +22,6 @@ from supernets.elastic_ops import (
     slice_gradients_enabled,
     zero_slice_gradients,
 )
-
-NUM_STAGES = 4
-
-
-def stage_resolutions(img_size) -> list[tuple[int, int]]:
-    """Feature-map size of each stage: the stem's two and every downsampling's one 3x3 stride-2
-    conv with padding 1 give ceil(size / 2) each (timm computes the same)."""
-    res = tuple(math.ceil(s / 4) for s in to_2tuple(img_size))
-    out = [res]
-    for _ in range(NUM_STAGES - 1):
-        res = tuple(math.ceil(r / 2) for r in res)
-        out.append(res)
-    return out
 
 
 class SupernetBase(nn.Module):
@@ -279,55 +264,7 @@ class ClassifierHead(nn.Module):
         return (self.head(x) + self.head_dist(x)) / 2
 
 
-def arch_signatures(
-    arch: ArchConfig,
-    img_size,
-    num_classes: int,
-    in_chans: int,
-    downsample_kind: Callable[[int], str],
-    stage_blocks: Callable[[int, tuple[int, int]], Iterable[BlockSignature]],
-) -> list[BlockSignature]:
-    """The blocks of ``arch`` in forward order: stem, per stage its downsampling (stages 2-4) and
-    the blocks ``stage_blocks(stage, resolution)`` lists, then the head."""
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = [BlockSignature("stem", in_chans, arch.widths[0], 0, size, 4)]
-    for s in range(NUM_STAGES):
-        if s > 0:
-            sigs.append(BlockSignature(downsample_kind(s), arch.widths[s - 1], arch.widths[s], 0, res[s - 1], 2))
-        sigs.extend(stage_blocks(s, res[s]))
-    sigs.append(BlockSignature("head", arch.widths[-1], num_classes, 0, res[-1], 1))
-    return sigs
-
-
 def stage_input_resolutions(img_size) -> list[tuple[int, int]]:
     """Feature-map size entering each stage (timm's ``resolution`` argument of a stage)."""
     res = stage_resolutions(img_size)
     return [res[0]] + res[:-1]
-
-
-def enumerate_signatures(
-    space: SearchSpace,
-    img_size,
-    num_classes: int,
-    in_chans: int,
-    downsample_kind: Callable[[int], str],
-    stage_blocks: Callable[[int, StageSpace, int, tuple[int, int]], Iterable[BlockSignature]],
-) -> set[BlockSignature]:
-    """Every block signature some sub-network of ``space`` contains: the stem at every stage-1
-    width, every downsampling between every pair of widths, the blocks ``stage_blocks`` lists for
-    every stage width, and the head at every last-stage width."""
-    size = to_2tuple(img_size)
-    res = stage_resolutions(size)
-    sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
-    for s, st in enumerate(space.stages):
-        if s > 0:
-            sigs |= {
-                BlockSignature(downsample_kind(s), w_in, w, 0, res[s - 1], 2)
-                for w_in in space.stages[s - 1].widths
-                for w in st.widths
-            }
-        for w in st.widths:
-            sigs |= set(stage_blocks(s, st, w, res[s]))
-    sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}
-    return sigs

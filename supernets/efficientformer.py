@@ -38,18 +38,11 @@ from timm.models.efficientformer import (
 from nas.core.arch import BLOCK_TYPES, ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import ActionsFn, Family, SpaceRules
-from nas.core.signature import BlockSignature
+from nas.core.signature import NUM_STAGES, BlockSignature, stage_resolutions
 from nas.core.space import SearchSpace
 from nas.core.stage import Action, slots_of_types
 from supernets import register_family
-from supernets.base import (
-    NUM_STAGES,
-    ClassifierHead,
-    SupernetBase,
-    arch_signatures,
-    enumerate_signatures,
-    stage_resolutions,
-)
+from supernets.base import ClassifierHead, SupernetBase
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -508,74 +501,8 @@ def _static_block_map(arch: ArchConfig) -> dict[tuple[int, int], str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Cost units
+# The family: its cost units (priced blocks) and search moves
 # --------------------------------------------------------------------------------------------
-
-
-def block_signatures(
-    arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3
-) -> list[BlockSignature]:
-    """The blocks of ``arch`` in forward order, layout changes included."""
-
-    def stage_blocks(s, res):
-        width, depth, att = arch.widths[s], arch.depths[s], arch.attention[s]
-        for b, hidden in enumerate(arch.hidden_widths[s]):
-            if b == depth - att:
-                yield BlockSignature("to_tokens", width, width, 0, res)
-            yield BlockSignature("mb3d" if b >= depth - att else "mb4d", width, width, hidden, res)
-        if att and s < NUM_STAGES - 1:
-            yield BlockSignature("to_maps", width, width, 0, res)
-        elif not att and s == NUM_STAGES - 1:
-            yield BlockSignature("to_tokens", width, width, 0, res)
-
-    return arch_signatures(arch, img_size, num_classes, in_chans, lambda s: "downsample", stage_blocks)
-
-
-def input_shape(sig: BlockSignature) -> tuple[int, ...]:
-    """Shape of one input of block ``sig`` (tokens for MB3D, the head and ``to_maps``)."""
-    if sig.kind in ("mb3d", "head", "to_maps"):
-        return (1, sig.resolution[0] * sig.resolution[1], sig.c_in)
-    return (1, sig.c_in, *sig.resolution)
-
-
-def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
-    """A static module computing exactly block ``sig`` of a timm EfficientFormer."""
-    dd = {"device": device, "dtype": dtype}
-    if sig.kind == "stem":
-        return Stem4(sig.c_in, sig.c_out, **dd)
-    if sig.kind == "downsample":
-        return Downsample(sig.c_in, sig.c_out, **dd)
-    if sig.kind == "mb4d":
-        return MetaBlock2d(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, **dd)
-    if sig.kind == "mb3d":
-        block = MetaBlock1d(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, **dd)
-        block.token_mixer = Attention(sig.c_in, resolution=sig.resolution, **dd)
-        return block
-    if sig.kind == "to_tokens":
-        return Flat()
-    if sig.kind == "to_maps":
-        return TokensToMap(sig.c_in, sig.resolution)
-    if sig.kind == "head":
-        return ClassifierHead(nn.LayerNorm(sig.c_in, **dd), sig.c_in, sig.c_out, pool_dims=1, **dd)
-    raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
-
-
-def reachable_signatures(
-    space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3
-) -> set[BlockSignature]:
-    """Every block signature that some sub-network of ``space`` contains, layout changes included."""
-
-    def blocks(s, st, w, res):
-        for r in st.expansion_ratios:
-            yield BlockSignature("mb4d", w, w, r * w, res)
-            if st.max_attention > 0:
-                yield BlockSignature("mb3d", w, w, r * w, res)
-        if st.max_attention > 0 or s == NUM_STAGES - 1:
-            yield BlockSignature("to_tokens", w, w, 0, res)
-        if st.max_attention > 0 and s < NUM_STAGES - 1:
-            yield BlockSignature("to_maps", w, w, 0, res)
-
-    return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "downsample", blocks)
 
 
 def importance_actions(space: SearchSpace, block_importance, stage_importance) -> ActionsFn:
@@ -615,12 +542,57 @@ class EfficientFormerFamily(Family):
     attention_label = "MB3D blocks"
 
     supernet_class = EfficientFormerSupernet
-
     build_static = staticmethod(build_static)
-    block_signatures = staticmethod(block_signatures)
-    build_block = staticmethod(build_block)
-    reachable_signatures = staticmethod(reachable_signatures)
-    input_shape = staticmethod(input_shape)
+
+    def stage_signatures(self, arch, stage, resolution):
+        # MB3D blocks run on tokens: a stage turns its maps into tokens before its first MB3D and back
+        # after its last (the last stage stays tokens, for the head), and each change is a block.
+        width, depth, att = arch.widths[stage], arch.depths[stage], arch.attention[stage]
+        for b, hidden in enumerate(arch.hidden_widths[stage]):
+            if b == depth - att:
+                yield BlockSignature("to_tokens", width, width, 0, resolution)
+            yield BlockSignature("mb3d" if b >= depth - att else "mb4d", width, width, hidden, resolution)
+        if att and stage < NUM_STAGES - 1:
+            yield BlockSignature("to_maps", width, width, 0, resolution)
+        elif not att and stage == NUM_STAGES - 1:
+            yield BlockSignature("to_tokens", width, width, 0, resolution)
+
+    def width_signatures(self, stage, stage_space, width, resolution):
+        for r in stage_space.expansion_ratios:
+            yield BlockSignature("mb4d", width, width, r * width, resolution)
+            if stage_space.max_attention > 0:
+                yield BlockSignature("mb3d", width, width, r * width, resolution)
+        if stage_space.max_attention > 0 or stage == NUM_STAGES - 1:
+            yield BlockSignature("to_tokens", width, width, 0, resolution)
+        if stage_space.max_attention > 0 and stage < NUM_STAGES - 1:
+            yield BlockSignature("to_maps", width, width, 0, resolution)
+
+    def input_shape(self, sig):
+        """Tokens for MB3D, the head and ``to_maps``; a feature map for the others."""
+        if sig.kind in ("mb3d", "head", "to_maps"):
+            return (1, sig.resolution[0] * sig.resolution[1], sig.c_in)
+        return (1, sig.c_in, *sig.resolution)
+
+    def build_block(self, sig, device=None, dtype=None):
+        """A static module computing exactly block ``sig`` of a timm EfficientFormer."""
+        dd = {"device": device, "dtype": dtype}
+        if sig.kind == "stem":
+            return Stem4(sig.c_in, sig.c_out, **dd)
+        if sig.kind == "downsample":
+            return Downsample(sig.c_in, sig.c_out, **dd)
+        if sig.kind == "mb4d":
+            return MetaBlock2d(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, **dd)
+        if sig.kind == "mb3d":
+            block = MetaBlock1d(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, **dd)
+            block.token_mixer = Attention(sig.c_in, resolution=sig.resolution, **dd)
+            return block
+        if sig.kind == "to_tokens":
+            return Flat()
+        if sig.kind == "to_maps":
+            return TokensToMap(sig.c_in, sig.resolution)
+        if sig.kind == "head":
+            return ClassifierHead(nn.LayerNorm(sig.c_in, **dd), sig.c_in, sig.c_out, pool_dims=1, **dd)
+        raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
 
     def greedy_actions(self, space, checkpoint, objective):
         if objective != "latency":

@@ -40,20 +40,11 @@ from timm.models.efficientformer_v2 import (
 
 from nas.core.arch import ArchConfig
 from nas.core.family import Family, SpaceRules
-from nas.core.signature import BlockSignature
+from nas.core.signature import NUM_STAGES, BlockSignature, stage_resolutions
 from nas.core.space import SearchSpace
 from nas.core.stage import block_slots
 from supernets import register_family
-from supernets.base import (
-    NUM_STAGES,
-    ClassifierHead,
-    SupernetBase,
-    arch_signatures,
-    enumerate_signatures,
-    slot_key_map,
-    stage_input_resolutions,
-    stage_resolutions,
-)
+from supernets.base import ClassifierHead, SupernetBase, slot_key_map, stage_input_resolutions
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -444,77 +435,8 @@ def _fix_odd_upsampling(model: nn.Module, img_size) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Cost units
+# The family: its cost units (priced blocks)
 # --------------------------------------------------------------------------------------------
-
-
-def block_signatures(
-    arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3
-) -> list[BlockSignature]:
-    """The blocks of ``arch`` in forward order (stem, per stage downsampling and blocks, head)."""
-
-    def stage_blocks(s, res):
-        width, first_mhsa = arch.widths[s], arch.depths[s] - arch.attention[s]
-        for b, hidden in enumerate(arch.hidden_widths[s]):
-            if b >= first_mhsa:
-                yield BlockSignature("mhsa_ffn", width, width, hidden, res, ATTENTION_STRIDE.get(s, 1))
-            else:
-                yield BlockSignature("ffn", width, width, hidden, res, 1)
-
-    return arch_signatures(
-        arch, img_size, num_classes, in_chans, lambda s: "attn_downsample" if s >= 3 else "downsample", stage_blocks
-    )
-
-
-def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
-    """A static module computing exactly block ``sig`` of a timm EfficientFormerV2."""
-    dd = {"device": device, "dtype": dtype}
-    act, norm = _act_layer(), _norm_layer()
-    if sig.kind == "stem":
-        return Stem4(sig.c_in, sig.c_out, act_layer=act, norm_layer=norm, **dd)
-    if sig.kind in ("downsample", "attn_downsample"):
-        return Downsample(
-            sig.c_in,
-            sig.c_out,
-            resolution=sig.resolution,
-            use_attn=sig.kind == "attn_downsample",
-            act_layer=act,
-            norm_layer=norm,
-            **dd,
-        )
-    if sig.kind in ("ffn", "mhsa_ffn"):
-        block = EfficientFormerV2Block(
-            sig.c_in,
-            mlp_ratio=sig.hidden / sig.c_in,
-            act_layer=act,
-            norm_layer=norm,
-            resolution=sig.resolution,
-            use_attn=sig.kind == "mhsa_ffn",
-            stride=sig.stride if sig.stride > 1 else None,
-            **dd,
-        )
-        if block.token_mixer is not None and block.token_mixer.upsample is not None:
-            block.token_mixer.upsample = nn.Upsample(size=sig.resolution, mode="bilinear", align_corners=False)
-        return block
-    if sig.kind == "head":
-        return ClassifierHead(_norm_layer()(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
-    raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
-
-
-def reachable_signatures(
-    space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3
-) -> set[BlockSignature]:
-    """Every block signature that some sub-network of ``space`` contains."""
-
-    def blocks(s, st, w, res):
-        for r in st.expansion_ratios:
-            yield BlockSignature("ffn", w, w, r * w, res, 1)
-            if st.max_attention > 0:
-                yield BlockSignature("mhsa_ffn", w, w, r * w, res, ATTENTION_STRIDE.get(s, 1))
-
-    return enumerate_signatures(
-        space, img_size, num_classes, in_chans, lambda s: "attn_downsample" if s >= 3 else "downsample", blocks
-    )
 
 
 class EfficientFormerV2Family(Family):
@@ -527,11 +449,59 @@ class EfficientFormerV2Family(Family):
     attention_label = "MHSA blocks"
 
     supernet_class = EfficientFormerV2Supernet
-
     build_static = staticmethod(build_static)
-    block_signatures = staticmethod(block_signatures)
-    build_block = staticmethod(build_block)
-    reachable_signatures = staticmethod(reachable_signatures)
+
+    def downsample_kind(self, stage):
+        # Into the last stage by attention downsampling (§3.4), a convolution before.
+        return "attn_downsample" if stage >= 3 else "downsample"
+
+    def stage_signatures(self, arch, stage, resolution):
+        width, first_mhsa = arch.widths[stage], arch.depths[stage] - arch.attention[stage]
+        for b, hidden in enumerate(arch.hidden_widths[stage]):
+            if b >= first_mhsa:
+                yield BlockSignature("mhsa_ffn", width, width, hidden, resolution, ATTENTION_STRIDE.get(stage, 1))
+            else:
+                yield BlockSignature("ffn", width, width, hidden, resolution, 1)
+
+    def width_signatures(self, stage, stage_space, width, resolution):
+        for r in stage_space.expansion_ratios:
+            yield BlockSignature("ffn", width, width, r * width, resolution, 1)
+            if stage_space.max_attention > 0:
+                yield BlockSignature("mhsa_ffn", width, width, r * width, resolution, ATTENTION_STRIDE.get(stage, 1))
+
+    def build_block(self, sig, device=None, dtype=None):
+        """A static module computing exactly block ``sig`` of a timm EfficientFormerV2."""
+        dd = {"device": device, "dtype": dtype}
+        act, norm = _act_layer(), _norm_layer()
+        if sig.kind == "stem":
+            return Stem4(sig.c_in, sig.c_out, act_layer=act, norm_layer=norm, **dd)
+        if sig.kind in ("downsample", "attn_downsample"):
+            return Downsample(
+                sig.c_in,
+                sig.c_out,
+                resolution=sig.resolution,
+                use_attn=sig.kind == "attn_downsample",
+                act_layer=act,
+                norm_layer=norm,
+                **dd,
+            )
+        if sig.kind in ("ffn", "mhsa_ffn"):
+            block = EfficientFormerV2Block(
+                sig.c_in,
+                mlp_ratio=sig.hidden / sig.c_in,
+                act_layer=act,
+                norm_layer=norm,
+                resolution=sig.resolution,
+                use_attn=sig.kind == "mhsa_ffn",
+                stride=sig.stride if sig.stride > 1 else None,
+                **dd,
+            )
+            if block.token_mixer is not None and block.token_mixer.upsample is not None:
+                block.token_mixer.upsample = nn.Upsample(size=sig.resolution, mode="bilinear", align_corners=False)
+            return block
+        if sig.kind == "head":
+            return ClassifierHead(_norm_layer()(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
+        raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
 
 
 register_family(EfficientFormerV2Family())

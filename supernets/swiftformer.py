@@ -34,13 +34,7 @@ from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
 from nas.core.stage import block_slots
 from supernets import register_family
-from supernets.base import (
-    ClassifierHead,
-    SupernetBase,
-    arch_signatures,
-    enumerate_signatures,
-    slot_key_map,
-)
+from supernets.base import ClassifierHead, SupernetBase, slot_key_map
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -342,52 +336,8 @@ def build_static(arch: ArchConfig, img_size=224, num_classes: int = 1000, **kwar
 
 
 # --------------------------------------------------------------------------------------------
-# Cost units
+# The family: its cost units (priced blocks)
 # --------------------------------------------------------------------------------------------
-
-
-def block_signatures(
-    arch: ArchConfig, img_size=224, num_classes: int = 1000, in_chans: int = 3
-) -> list[BlockSignature]:
-    """The blocks of ``arch`` in forward order (stem, per stage the embedding, conv encoders and the
-    closing SwiftFormer encoder, head)."""
-
-    def stage_blocks(s, res):
-        width, last = arch.widths[s], arch.depths[s] - 1
-        for b, hidden in enumerate(arch.hidden_widths[s]):
-            yield BlockSignature("swift_encoder" if b == last else "conv_encoder", width, width, hidden, res)
-
-    return arch_signatures(arch, img_size, num_classes, in_chans, lambda s: "embedding", stage_blocks)
-
-
-def build_block(sig: BlockSignature, device=None, dtype=None) -> nn.Module:
-    """A static module computing exactly block ``sig`` of a timm SwiftFormer."""
-    dd = {"device": device, "dtype": dtype}
-    if sig.kind == "stem":
-        return SwiftFormer(layers=[1, 1, 1, 1], embed_dims=[sig.c_out] * 4, in_chans=sig.c_in, **dd).stem
-    if sig.kind == "embedding":
-        return Embedding(sig.c_in, sig.c_out, patch_size=3, stride=2, padding=1, **dd)
-    if sig.kind == "conv_encoder":
-        return ConvEncoder(sig.c_in, hidden_dim=sig.hidden, **dd)
-    if sig.kind == "swift_encoder":
-        return Block(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, **dd)
-    if sig.kind == "head":
-        return ClassifierHead(nn.BatchNorm2d(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
-    raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
-
-
-def reachable_signatures(
-    space: SearchSpace, img_size=224, num_classes: int = 1000, in_chans: int = 3
-) -> set[BlockSignature]:
-    """Every block signature that some sub-network of ``space`` contains."""
-
-    def blocks(s, st, w, res):
-        for r in st.expansion_ratios:
-            yield BlockSignature("swift_encoder", w, w, r * w, res)
-            if st.max_depth > 1:
-                yield BlockSignature("conv_encoder", w, w, r * w, res)
-
-    return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "embedding", blocks)
 
 
 class SwiftFormerFamily(Family):
@@ -400,11 +350,37 @@ class SwiftFormerFamily(Family):
     attention_label = "SwiftFormer encoders"
 
     supernet_class = SwiftFormerSupernet
-
     build_static = staticmethod(build_static)
-    block_signatures = staticmethod(block_signatures)
-    build_block = staticmethod(build_block)
-    reachable_signatures = staticmethod(reachable_signatures)
+
+    def downsample_kind(self, stage):
+        # A patch embedding (3x3 stride-2 conv) between stages, timm's ``Embedding``.
+        return "embedding"
+
+    def stage_signatures(self, arch, stage, resolution):
+        width, last = arch.widths[stage], arch.depths[stage] - 1
+        for b, hidden in enumerate(arch.hidden_widths[stage]):
+            yield BlockSignature("swift_encoder" if b == last else "conv_encoder", width, width, hidden, resolution)
+
+    def width_signatures(self, stage, stage_space, width, resolution):
+        for r in stage_space.expansion_ratios:
+            yield BlockSignature("swift_encoder", width, width, r * width, resolution)
+            if stage_space.max_depth > 1:
+                yield BlockSignature("conv_encoder", width, width, r * width, resolution)
+
+    def build_block(self, sig, device=None, dtype=None):
+        """A static module computing exactly block ``sig`` of a timm SwiftFormer."""
+        dd = {"device": device, "dtype": dtype}
+        if sig.kind == "stem":
+            return SwiftFormer(layers=[1, 1, 1, 1], embed_dims=[sig.c_out] * 4, in_chans=sig.c_in, **dd).stem
+        if sig.kind == "embedding":
+            return Embedding(sig.c_in, sig.c_out, patch_size=3, stride=2, padding=1, **dd)
+        if sig.kind == "conv_encoder":
+            return ConvEncoder(sig.c_in, hidden_dim=sig.hidden, **dd)
+        if sig.kind == "swift_encoder":
+            return Block(sig.c_in, mlp_ratio=sig.hidden / sig.c_in, **dd)
+        if sig.kind == "head":
+            return ClassifierHead(nn.BatchNorm2d(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
+        raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
 
 
 register_family(SwiftFormerFamily())

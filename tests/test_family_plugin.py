@@ -18,11 +18,7 @@ from nas.core.family import Family, SpaceRules
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
 from supernets import get_family, register_family
-from supernets.base import (
-    arch_signatures,
-    enumerate_signatures,
-    slot_key_map,
-)
+from supernets.base import slot_key_map
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
@@ -171,13 +167,6 @@ def build_static(arch, img_size=224, num_classes=1000, in_chans=3, device=None, 
     return TinyConvNet(arch, num_classes, in_chans, device=device, dtype=dtype)
 
 
-def stage_blocks(arch: ArchConfig):
-    def blocks(s, res):
-        return [BlockSignature("block", arch.widths[s], arch.widths[s], h, res) for h in arch.hidden_widths[s]]
-
-    return blocks
-
-
 class TinyConvFamily(Family):
     name = "tinyconv"
     rules = SpaceRules(attention_stages=())  # no attention anywhere
@@ -197,8 +186,9 @@ class TinyConvFamily(Family):
             copy_sliced_state(static, net.state_dict(), slot_key_map(slots))
         return static.train(net.training)
 
-    def block_signatures(self, arch, img_size=224, num_classes=1000, in_chans=3):
-        return arch_signatures(arch, img_size, num_classes, in_chans, lambda s: "downsample", stage_blocks(arch))
+    def stage_signatures(self, arch, stage, resolution):
+        width = arch.widths[stage]
+        return [BlockSignature("block", width, width, h, resolution) for h in arch.hidden_widths[stage]]
 
     def build_block(self, sig, device=None, dtype=None):
         dd = {"device": device, "dtype": dtype}
@@ -208,11 +198,8 @@ class TinyConvFamily(Family):
             return ResidualBlock(sig.c_in, sig.hidden, **dd)
         return Head(sig.c_in, sig.c_out, **dd)
 
-    def reachable_signatures(self, space, img_size=224, num_classes=1000, in_chans=3):
-        def blocks(s, st, w, res):
-            return {BlockSignature("block", w, w, r * w, res) for r in st.expansion_ratios}
-
-        return enumerate_signatures(space, img_size, num_classes, in_chans, lambda s: "downsample", blocks)
+    def width_signatures(self, stage, stage_space, width, resolution):
+        return [BlockSignature("block", width, width, r * width, resolution) for r in stage_space.expansion_ratios]
 
 
 register_family(TinyConvFamily())
@@ -235,10 +222,10 @@ members:
 
 
 def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypatch, capsys):
-    from nas.blocks import block_signatures
     from nas.cli import main
     from nas.latency import LatencyTable
     from nas.metrics import count_params
+    from nas.priced_blocks import block_signatures
     from nas.space_files import load_space
     from supernets import build_supernet, extract
 

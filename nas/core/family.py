@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from nas.core.signature import BlockSignature, image_size_pair, stage_resolutions
+
 if TYPE_CHECKING:  # for annotations only: the core never imports torch
     import torch.nn as nn
 
     from nas.core.arch import ArchConfig
-    from nas.core.signature import BlockSignature
     from nas.core.space import SearchSpace
-    from nas.core.stage import Action
+    from nas.core.stage import Action, StageSpace
 
 ActionsFn = Callable[["ArchConfig"], Iterable[tuple["Action", "ArchConfig"]]]
 
@@ -74,21 +75,60 @@ class Family(ABC):
         the supernet's own (``supernets.base.SupernetBase.extract``: leading slices, one rule for every family)."""
         return net.extract(arch)
 
-    @abstractmethod
     def block_signatures(
         self, arch: ArchConfig, img_size: Any = 224, num_classes: int = 1000, in_chans: int = 3
     ) -> list[BlockSignature]:
-        """The priced blocks of ``arch``, in order; their costs add up to the network's."""
+        """The priced blocks of ``arch``, in order; their costs add up to the network's: the stem, per
+        stage its downsampling (stages 2-4) and :meth:`stage_signatures`, then the head."""
+        size = image_size_pair(img_size)
+        res = stage_resolutions(size)
+        sigs = [BlockSignature("stem", in_chans, arch.widths[0], 0, size, 4)]
+        for s, width in enumerate(arch.widths):
+            if s > 0:
+                sigs.append(BlockSignature(self.downsample_kind(s), arch.widths[s - 1], width, 0, res[s - 1], 2))
+            sigs.extend(self.stage_signatures(arch, s, res[s]))
+        sigs.append(BlockSignature("head", arch.widths[-1], num_classes, 0, res[-1], 1))
+        return sigs
+
+    def downsample_kind(self, stage: int) -> str:
+        """The kind of the block that enters ``stage`` (1 to 3) from the stage before."""
+        return "downsample"
+
+    @abstractmethod
+    def stage_signatures(self, arch: ArchConfig, stage: int, resolution: tuple[int, int]) -> Iterable[BlockSignature]:
+        """The priced blocks of ``stage`` of ``arch`` after its downsampling, in forward order, at
+        ``resolution`` (layout changes included)."""
+
+    @abstractmethod
+    def width_signatures(
+        self, stage: int, stage_space: StageSpace, width: int, resolution: tuple[int, int]
+    ) -> Iterable[BlockSignature]:
+        """Every block that ``stage`` can hold at ``width`` in a space whose stage is ``stage_space``."""
 
     @abstractmethod
     def build_block(self, sig: BlockSignature, device: Any = None, dtype: Any = None) -> nn.Module:
         """One block as a module, to count, time or export on its own."""
 
-    @abstractmethod
     def reachable_signatures(
         self, space: SearchSpace, img_size: Any = 224, num_classes: int = 1000, in_chans: int = 3
     ) -> set[BlockSignature]:
-        """Every block signature some sub-network of ``space`` contains (a latency table's rows)."""
+        """Every block signature some sub-network of ``space`` contains (a latency table's rows): the
+        stem at every stage-1 width, every downsampling between every pair of widths, the blocks
+        :meth:`width_signatures` lists for every stage width, and the head at every last-stage width."""
+        size = image_size_pair(img_size)
+        res = stage_resolutions(size)
+        sigs = {BlockSignature("stem", in_chans, w, 0, size, 4) for w in space.stages[0].widths}
+        for s, st in enumerate(space.stages):
+            if s > 0:
+                sigs |= {
+                    BlockSignature(self.downsample_kind(s), w_in, w, 0, res[s - 1], 2)
+                    for w_in in space.stages[s - 1].widths
+                    for w in st.widths
+                }
+            for w in st.widths:
+                sigs |= set(self.width_signatures(s, st, w, res[s]))
+        sigs |= {BlockSignature("head", w, num_classes, 0, res[-1], 1) for w in space.stages[-1].widths}
+        return sigs
 
     def input_shape(self, sig: BlockSignature) -> tuple[int, ...]:
         """The input tensor shape of block ``sig`` (batch 1): a feature map by default."""

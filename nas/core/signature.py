@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -39,3 +40,23 @@ class BlockSignature:
         c_in, c_out = chans[1:].split("-")
         h, w = res[1:].split("x")
         return cls(kind, int(c_in), int(c_out), int(hidden[1:]), (int(h), int(w)), int(stride[1:]))
+
+
+#: Stages of every family's network: a stride-4 stem, then stages at strides 4, 8, 16 and 32.
+NUM_STAGES = 4
+
+
+def image_size_pair(img_size: int | tuple[int, int] | list[int]) -> tuple[int, int]:
+    """``(height, width)`` of an input size given as one side or as a pair (timm's ``to_2tuple``)."""
+    return tuple(img_size) if isinstance(img_size, (tuple, list)) else (img_size, img_size)
+
+
+def stage_resolutions(img_size: int | tuple[int, int] | list[int]) -> list[tuple[int, int]]:
+    """Feature-map size of each stage: the stem's two and every downsampling's one 3x3 stride-2
+    conv with padding 1 give ceil(size / 2) each (timm computes the same)."""
+    res = tuple(math.ceil(s / 4) for s in image_size_pair(img_size))
+    out = [res]
+    for _ in range(NUM_STAGES - 1):
+        res = tuple(math.ceil(r / 2) for r in res)
+        out.append(res)
+    return out
