@@ -22,8 +22,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import dump_yaml, read_yaml, write_text_atomic
+from nas.core.typed_yaml import dump_yaml, read_yaml
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from nas.configs import config_root
+from nas.config_folder import config_root
 from nas.core.errors import NasError
 from nas.core.typed_yaml import (
     check_settings,

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from nas import NasError, load_space
-from nas.blocks import block_input, block_signatures, reachable_signatures
 from nas.cli import main
 from nas.latency import LatencyTable, table_path
 from nas.latency.costmodel import fit_cost_model
 from nas.latency.graphs import block_ops, timm_ops
 from nas.latency.measure import Timer, TimingConfig, build_measured_table
 from nas.latency.predicted import predict_timm
+from nas.priced_blocks import block_input, block_signatures, reachable_signatures
 from supernets import get_family
 
 FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)

@@ -5,9 +5,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from nas import load_space
-from nas.blocks import block_signatures
 from nas.core.signature import BlockSignature
 from nas.metrics import count_macs, count_params, mes
+from nas.priced_blocks import block_signatures
 from supernets import build_static
 
 

@@ -1,8 +1,8 @@
 """Argument-parser pieces shared by the subcommands.
 
 Building the parsers loads none of the engine (no torch, timm or numpy), so ``nas --help`` answers at
-once: what a parser shows comes from light modules (:mod:`nas.recipe`, :mod:`nas.configs`,
-:mod:`nas.search.settings`, ``nas.latency.devices``), and every subcommand imports the library in
+once: what a parser shows comes from light modules (:mod:`nas.recipe`, :mod:`nas.config_folder`,
+:mod:`nas.search.choices`, ``nas.latency.devices``), and every subcommand imports the library in
 its handler.
 """
 
@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 from typing import Any, NoReturn
 
 from nas.recipe import MIN_IMG_SIZE, recipe_from_args
-from nas.search.settings import OBJECTIVES
+from nas.search.choices import OBJECTIVES
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -165,9 +165,12 @@ def add_budget_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="latency table device (needed for mes and latency)")
 
 
-def add_pool_args(parser: argparse.ArgumentParser, what: str) -> None:
-    """The options of commands that train many networks (``compare``, ``rank-check``): Ray workers,
-    threads, a cluster to join, ``--resume`` and ``--max-steps``."""
+def add_study_args(parser: argparse.ArgumentParser, what: str) -> None:
+    """The options of the studies that train many networks (``compare``, ``headroom``, ``rank-check``):
+    where they train (Ray workers, threads, a cluster to join), ``--resume`` of the ``what``,
+    ``--max-steps``, the recipe's overrides and the options every command has."""
+    from nas.recipe import add_recipe_overrides
+
     parser.add_argument(
         "--workers",
         type=nonneg_int,
@@ -178,10 +181,19 @@ def add_pool_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--ray-address", help="join an existing Ray cluster instead of starting one")
     parser.add_argument("--resume", action="store_true", help=f"continue the {what} in --out")
     parser.add_argument("--max-steps", type=positive_int, help="stop every training after this many steps (smoke runs)")
+    add_recipe_overrides(parser)
+    add_common(parser)
 
 
-def training_pool(args: argparse.Namespace):
-    """The :class:`nas.studies.jobs.TrainingPool` that :func:`add_pool_args`'s options name."""
+def study_request(request_type: type, args: argparse.Namespace, **given: Any) -> Any:
+    """A study's request (:func:`request_from_args`) with what :func:`add_study_args`'s commands read
+    alike: the recipe with its overrides (unless ``given``), the recipe's name as the user gave it, the
+    size the networks are priced at (``--price-size``) and where they train."""
     from nas.studies.jobs import TrainingPool
 
-    return TrainingPool(args.workers, args.ray_address, args.threads_per_worker)
+    if "recipe" not in given:
+        given["recipe"] = recipe_from_args(args)
+    pool = TrainingPool(args.workers, args.ray_address, args.threads_per_worker)
+    return request_from_args(
+        request_type, args, img_size=args.price_size, pool=pool, recipe_name=str(args.recipe), **given
+    )

@@ -5,20 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import (
-    add_common,
-    add_pool_args,
-    emit,
-    fraction,
-    image_size,
-    positive_float,
-    positive_int,
-    request_from_args,
-    training_pool,
-)
+from nas.cli.common import add_study_args, emit, fraction, image_size, positive_float, positive_int, study_request
 from nas.core.typed_yaml import read_yaml
-from nas.recipe import add_recipe_overrides, recipe_from_args
-from nas.search.settings import OBJECTIVES
+from nas.search.choices import OBJECTIVES
 
 
 def add_parser(sub) -> None:
@@ -82,9 +71,7 @@ def add_parser(sub) -> None:
         "(default: the search's) sets its BatchNorm calibration",
     )
     p.add_argument("--out", help="output folder (default: runs/compare-<searched digest>)")
-    add_pool_args(p, "comparison")
-    add_recipe_overrides(p)
-    add_common(p)
+    add_study_args(p, "comparison")
     p.set_defaults(handler=run)
 
 
@@ -122,23 +109,19 @@ def compare_request(args: argparse.Namespace):
     label, arch = space.resolve(args.searched)
     defaults = search_defaults(args.searched)
     supernet = args.supernet or defaults.get("supernet")
-    return request_from_args(
+    return study_request(
         CompareRequest,
         args,
         searched=arch,
         space=space,
-        recipe=recipe_from_args(args),
         out=args.out or f"runs/compare-{arch.digest}",
         n_random=args.random if args.random is not None else (None if args.random_from else 5),
         data=args.data if args.data is not None else defaults.get("data"),
         objective=args.objective or defaults.get("objective", "mes"),
         device=args.device or defaults.get("device"),
-        img_size=args.price_size,  # None: the supernet's training size, else the recipe's (nas.studies.compare)
         supernet=None if supernet in (None, "none") else supernet,
         # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
         bn_calib_batches=args.recipe_bn_calib_batches or defaults.get("bn_calib_batches"),
-        pool=training_pool(args),
-        recipe_name=str(args.recipe),
         searched_label=label,
     )
 

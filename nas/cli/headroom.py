@@ -4,18 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import (
-    add_budget_args,
-    add_common,
-    add_pool_args,
-    emit,
-    fraction,
-    image_size,
-    positive_int,
-    request_from_args,
-    training_pool,
-)
-from nas.recipe import add_recipe_overrides, recipe_from_args
+from nas.cli.common import add_budget_args, add_study_args, emit, fraction, image_size, positive_int, study_request
 
 
 def add_parser(sub) -> None:
@@ -47,9 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     p.add_argument("--data", help="image folder (default: scikit-learn's digits)")
     p.add_argument("--out", required=True, help="the pilot's folder")
-    add_pool_args(p, "pilot")
-    add_recipe_overrides(p)
-    add_common(p)
+    add_study_args(p, "pilot")
     p.set_defaults(handler=run)
 
 
@@ -59,15 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from nas.space_files import load_space
     from nas.studies.headroom import HeadroomRequest, headroom, report_lines
 
-    request = request_from_args(
-        HeadroomRequest,
-        args,
-        space=load_space(args.space),
-        recipe=recipe_from_args(args),
-        img_size=args.price_size,
-        pool=training_pool(args),
-        recipe_name=str(args.recipe),
-    )
+    request = study_request(HeadroomRequest, args, space=load_space(args.space))
     result = headroom(request)
     emit(result, args.json, [*report_lines(result), f"wrote {args.out}/headroom.md"])
     return 0

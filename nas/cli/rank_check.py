@@ -6,17 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from nas.cli.common import (
-    add_common,
-    add_pool_args,
-    emit,
-    image_size,
-    nonneg_int,
-    positive_int,
-    request_from_args,
-    training_pool,
-)
-from nas.recipe import add_recipe_overrides, load_recipe, recipe_from_args
+from nas.cli.common import add_study_args, emit, image_size, nonneg_int, positive_int, study_request
+from nas.recipe import load_recipe, recipe_from_args
 
 
 def add_parser(sub) -> None:
@@ -55,9 +46,7 @@ def add_parser(sub) -> None:
         "seed; read from its plan.json and result.json) and score only --supernet: a supernet variant "
         "against the same ground truth",
     )
-    add_pool_args(p, "study")
-    add_recipe_overrides(p)
-    add_common(p)
+    add_study_args(p, "study")
     p.set_defaults(handler=run)
 
 
@@ -71,16 +60,8 @@ def run(args: argparse.Namespace) -> int:
     recipe = dataclasses.replace(recipe_from_args(args), bn_calib_batches=load_recipe(args.recipe).bn_calib_batches)
     full = load_recipe(args.full_recipe) if args.full_recipe else None
     out = args.out or f"runs/rank-check-{args.n}"
-    request = request_from_args(
-        RankCheckRequest,
-        args,
-        recipe=recipe,
-        out=out,
-        img_size=args.price_size,
-        full_recipe=full,
-        bn_calib_batches=args.recipe_bn_calib_batches,
-        pool=training_pool(args),
-        recipe_name=str(args.recipe),
+    request = study_request(
+        RankCheckRequest, args, recipe=recipe, out=out, full_recipe=full, bn_calib_batches=args.recipe_bn_calib_batches
     )
     result = rank_check(request)
     lines = [

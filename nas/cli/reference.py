@@ -373,7 +373,7 @@ MEMBER_FIELDS = {
 
 def space_reference() -> str:
     """The Markdown of ``docs/reference/spaces.md``, from the space-file dataclasses."""
-    from nas.configs import available_spaces
+    from nas.config_folder import available_spaces
     from nas.core.arch import ArchConfig
     from nas.core.space import _SpaceFile
     from nas.core.stage import StageSpace

@@ -14,7 +14,8 @@ from nas.cli.common import (
     image_size,
     positive_int,
 )
-from nas.core.typed_yaml import dump_yaml, write_text_atomic
+from nas.core.atomic_files import write_text_atomic
+from nas.core.typed_yaml import dump_yaml
 
 
 def add_parser(sub) -> None:

@@ -14,7 +14,7 @@ from nas.cli.common import (
     positive_int,
     request_from_args,
 )
-from nas.search.settings import DEFAULT_STRATEGY
+from nas.search.choices import DEFAULT_STRATEGY
 from nas.search.strategy import strategy_names
 
 #: Flags of earlier versions that set a strategy's option: flag -> option key.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit
-from nas.configs import available_spaces
+from nas.config_folder import available_spaces
 
 
 def add_parser(sub) -> None:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import dump_yaml, from_mapping, read_yaml, write_text_atomic
+from nas.core.typed_yaml import dump_yaml, from_mapping, read_yaml
 
 #: EfficientFormer's per-position choices (§4.2, eq. 7): 4D pooling block, 3D attention block, identity.
 BLOCK_TYPES = ("mb4d", "mb3d", "skip")

@@ -23,8 +23,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import write_text_atomic
 
 SCRIPT = "time_on_android.sh"
 MARKER = "=== nas-item"

@@ -10,10 +10,10 @@ import logging
 from dataclasses import dataclass, field
 from functools import cache
 
-from nas.blocks import block_input_shape, build_block
 from nas.core.errors import NasError
 from nas.core.signature import BlockSignature
 from nas.latency.opcount import OpCost, record_ops
+from nas.priced_blocks import block_input_shape, build_block
 
 log = logging.getLogger(__name__)
 

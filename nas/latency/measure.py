@@ -24,7 +24,6 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-from nas.blocks import block_input, build_block, reachable_signatures
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
@@ -38,6 +37,7 @@ from nas.latency.table import (
     table_path,
     tool_versions,
 )
+from nas.priced_blocks import block_input, build_block, reachable_signatures
 from nas.runs.lock import RunLock
 from supernets import build_static
 

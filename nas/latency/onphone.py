@@ -17,12 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nas.blocks import block_input, build_block, reachable_signatures
 from nas.core.arch import ArchConfig
+from nas.core.atomic_files import write_bytes_atomic, write_text_atomic
 from nas.core.errors import NasError
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import write_bytes_atomic, write_text_atomic
 from nas.export import to_coreml
 from nas.latency import android, xnnpack
 from nas.latency.devices import DEVICES, get_device
@@ -38,6 +37,7 @@ from nas.latency.table import (
     today,
     tool_versions,
 )
+from nas.priced_blocks import block_input, build_block, reachable_signatures
 from nas.runs.writers import write_json
 from nas.space_files import load_space
 from supernets import build_static

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from nas.core.atomic_files import write_bytes_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import write_bytes_atomic
 
 log = logging.getLogger(__name__)
 

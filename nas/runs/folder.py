@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import dump_yaml, read_yaml, write_text_atomic
+from nas.core.typed_yaml import dump_yaml, read_yaml
 from nas.runs.config import as_dict, require_resumable, run_config_from
 from nas.runs.lock import RunLock
 from nas.runs.provenance import RunClock

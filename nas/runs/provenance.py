@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from nas.core.typed_yaml import write_text_atomic
+from nas.core.atomic_files import write_text_atomic
 
 log = logging.getLogger(__name__)
 

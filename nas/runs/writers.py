@@ -1,5 +1,5 @@
 """Report files of every run kind: JSON, CSV, Markdown tables and PNG plots, all written atomically
-(:func:`nas.core.typed_yaml.write_bytes_atomic`), so a killed run never leaves half a report."""
+(:func:`nas.core.atomic_files.write_bytes_atomic`), so a killed run never leaves half a report."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nas.core.typed_yaml import write_bytes_atomic, write_text_atomic
+from nas.core.atomic_files import write_bytes_atomic, write_text_atomic
 
 
 def write_json(path: str | Path, data: Any) -> Path:

@@ -21,12 +21,12 @@ from nas.latency.predicted import keep, table_for
 from nas.runs.checkpoint import file_digest, load_checkpoint
 from nas.runs.config import SearchRunConfig
 from nas.runs.folder import SEARCH, RunFolder
+from nas.search.choices import DEFAULT_STRATEGY
 from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
 from nas.search.finalists import FinalScoring, SearchResult, finalize
 from nas.search.objective import Objective, cost_function, require_reachable, require_table
 from nas.search.pool import EvaluatorPool
 from nas.search.resolution import price_size, warn_if_apart
-from nas.search.settings import DEFAULT_STRATEGY
 from nas.search.strategy import SearchContext, SearchStrategy, get_strategy, options_dict, strategy_options
 from nas.space_files import load_space, recorded_source
 

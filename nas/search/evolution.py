@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.arch import ArchConfig
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import setting, write_text_atomic
+from nas.core.typed_yaml import setting
 from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.predictor import AccuracyPredictor, RidgePredictor, kendall_tau
 from nas.search.sample import InBand, sample_distinct

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nas.core.arch import ArchConfig
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import dump_yaml, setting, write_text_atomic
+from nas.core.typed_yaml import dump_yaml, setting
 from nas.runs.writers import pyplot, save_figure
 from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy

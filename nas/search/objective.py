@@ -9,7 +9,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.metrics import count_params, mes
-from nas.search.settings import OBJECTIVES
+from nas.search.choices import OBJECTIVES
 
 
 @dataclass(frozen=True)

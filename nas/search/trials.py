@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.arch import ArchConfig
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import write_text_atomic
 from nas.search.objective import Cost, Objective
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome
 

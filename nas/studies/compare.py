@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.arch import ArchConfig
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import write_text_atomic
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe

@@ -29,9 +29,9 @@ from typing import Any
 from scipy import stats as scipy_stats
 
 from nas.core.arch import ArchConfig
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import write_text_atomic
 from nas.recipe import Recipe
 from nas.runs.config import HeadroomRunConfig
 from nas.runs.folder import PILOT, RunFolder

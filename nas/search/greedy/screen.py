@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from nas.core.arch import ArchConfig
 from nas.core.space import SearchSpace
 from nas.core.stage import Action
+from nas.search.choices import ScreenConfig
 from nas.search.objective import greedy_key
 from nas.search.predictor import AccuracyPredictor, RidgePredictor
-from nas.search.settings import ScreenConfig
 
 
 @dataclass(frozen=True)

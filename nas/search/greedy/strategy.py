@@ -12,17 +12,18 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
-from nas.core.typed_yaml import setting, write_text_atomic
+from nas.core.typed_yaml import setting
 from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import SearchRunConfig
 from nas.runs.tboard import Curves
 from nas.runs.writers import markdown_table, pyplot, save_figure
+from nas.search.choices import ScreenConfig
 from nas.search.evaluator import SUPERNET_KEYS
 from nas.search.greedy.algorithm import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
 from nas.search.resolution import resolution_words
-from nas.search.settings import ScreenConfig
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
 from supernets import get_family
 

@@ -1,6 +1,6 @@
-"""What the search's command-line options name, light on purpose (no torch, no numpy): the
-objectives and how a greedy step is screened, which ``nas search --help`` shows before the engine is
-loaded. :mod:`nas.search.objective` and :mod:`nas.search.greedy.screen` use them.
+"""The choices the search's command-line options offer, light on purpose (no torch, no numpy): the
+objectives, the default strategy and how a greedy step is screened, which ``nas search --help`` shows
+before the engine is loaded. :mod:`nas.search.objective` and :mod:`nas.search.greedy.screen` use them.
 """
 
 from __future__ import annotations
