@@ -105,13 +105,16 @@ def export(
     img_size: int = 224,
     num_classes: int = 1000,
     checkpoint: str | Path | None = None,
+    seed: int = 0,
 ) -> dict:
-    """Export ``arch`` (weights from ``checkpoint``, else freshly initialised) as ``fmt`` (``onnx``,
-    ``coreml`` or ``executorch``) to ``out``; returns the format, the path and, for ONNX and ExecuTorch,
-    the max abs difference to PyTorch's logits (for Core ML, the target)."""
+    """Export ``arch`` (weights from ``checkpoint``, else freshly initialised from ``seed``) as ``fmt``
+    (``onnx``, ``coreml`` or ``executorch``) to ``out``; returns the format, the path and, for ONNX and
+    ExecuTorch, the max abs difference to PyTorch's logits (for Core ML, the target)."""
     if fmt not in FORMATS:
         raise NasError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    model = build_static(arch, img_size=img_size, num_classes=num_classes)
+    with torch.random.fork_rng(devices=[]):  # the same seed, the same file; the caller's generator untouched
+        torch.manual_seed(seed)
+        model = build_static(arch, img_size=img_size, num_classes=num_classes)
     if checkpoint:
         load_weights(model, checkpoint)
     out = Path(out)

@@ -26,6 +26,23 @@ def test_onnx_export_matches_pytorch(tmp_path, capsys, member, space):
     assert out.exists() and out.stat().st_size > 10_000
 
 
+def test_an_untrained_export_is_the_same_file_for_the_same_seed(tmp_path, capsys):
+    """Without --checkpoint the network is freshly initialised: from --seed, so the file repeats."""
+    import onnx
+
+    def weights(name, seed):
+        out = tmp_path / name
+        args = ["export", "efficientformerv2_tiny_max", "--space", "efficientformerv2-tiny", "--format", "onnx"]
+        assert main([*args, "--out", str(out), "--img-size", "32", "--num-classes", "10", "--seed", seed]) == 0
+        return {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(out).graph.initializer}
+
+    first, again, other = weights("a.onnx", "3"), weights("b.onnx", "3"), weights("c.onnx", "4")
+    assert first.keys() == again.keys() == other.keys()
+    assert all((first[k] == again[k]).all() for k in first)
+    assert any((first[k] != other[k]).any() for k in first)
+    capsys.readouterr()
+
+
 def test_export_with_checkpoint_and_coreml(tmp_path, capsys):
     from supernets import build_static
 

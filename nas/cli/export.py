@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
     p.add_argument("--format", required=True, choices=("onnx", "coreml", "executorch"), help="file format")
     p.add_argument("--out", required=True, help="output file (.onnx, .pte) or folder (.mlpackage)")
-    p.add_argument("--checkpoint", help="trained weights (default: freshly initialised)")
+    p.add_argument("--checkpoint", help="trained weights (default: freshly initialised from --seed)")
     p.add_argument("--space", help="search space the ARCH belongs to")
     p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported network")
     p.add_argument(
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
-    result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint)
+    result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint, args.seed)
     lines = [f"wrote {result['path']} ({label}, {args.format})"]
     if args.format == "onnx":
         lines.append(f"ONNX Runtime vs PyTorch: max abs difference {result['max_abs_diff']:.2e}")
