@@ -327,13 +327,10 @@ def _check_and_cache_shards(
     for split, source in sources.items():
         if source is None or not recipe.cache_images or not len(source):
             continue
-        widths, heights = result.image_sizes(split, source.members)
-        size_mb = len(source) * int(widths[0]) * int(heights[0]) * 3 / 2**20
-        if (widths != widths[0]).any() or (heights != heights[0]).any() or size_mb > recipe.cache_max_mb:
-            log.info("%s: images differ in size or exceed cache_max_mb; decoding on the fly", source.name)
-            continue
-        source.pixels = decode_members(source.members, (int(heights[0]), int(widths[0]), 3), cores_per_process())
-        log.info("%s: cached %d images (%.0f MB)", source.name, len(source), size_mb)
+        shape = _cache_shape(source, *result.image_sizes(split, source.members), recipe.cache_max_mb)
+        if shape is not None:
+            source.pixels = decode_members(source.members, shape, cores_per_process())
+            log.info("%s: cached %d images", source.name, len(source))
 
 
 def _check_and_cache(sources: list[ImageSource], recipe: Recipe, once: Callable | None, workers: int | None) -> None:
@@ -354,25 +351,27 @@ def _check_and_cache(sources: list[ImageSource], recipe: Recipe, once: Callable 
     result.raise_if_corrupt(root)
     if not recipe.cache_images:
         return
-    # Per process: each rank of a distributed job holds its own cache (small data sets only).
-    cache_workers = cores_per_process()
     for source in on_disk:
         rows = np.searchsorted(files, source.files)
-        widths, heights = result.widths[rows], result.heights[rows]
-        if (widths != widths[0]).any() or (heights != heights[0]).any():
-            log.info("%s: images differ in size; decoding on the fly", source.name)
-            continue
-        size_mb = len(source) * int(widths[0]) * int(heights[0]) * 3 / 2**20
-        if size_mb > recipe.cache_max_mb:
-            log.info(
-                "%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly",
-                source.name,
-                size_mb,
-                recipe.cache_max_mb,
-            )
-            continue
-        source.pixels = decode_all(root, source.files, (int(heights[0]), int(widths[0]), 3), cache_workers)
-        log.info("%s: cached %d images (%.0f MB)", source.name, len(source), size_mb)
+        shape = _cache_shape(source, result.widths[rows], result.heights[rows], recipe.cache_max_mb)
+        if shape is not None:
+            source.pixels = decode_all(root, source.files, shape, cores_per_process())
+            log.info("%s: cached %d images", source.name, len(source))
+
+
+def _cache_shape(source: ImageSource, widths: np.ndarray, heights: np.ndarray, cache_max_mb: int):
+    """The ``(height, width, 3)`` of ``source``'s images when they share a size and their decoded
+    pixels fit in ``cache_max_mb``, else None (decoded on the fly). Per process: each rank of a
+    distributed job holds its own cache (small data sets only)."""
+    if (widths != widths[0]).any() or (heights != heights[0]).any():
+        log.info("%s: images differ in size; decoding on the fly", source.name)
+        return None
+    size_mb = len(source) * int(widths[0]) * int(heights[0]) * 3 / 2**20
+    if size_mb > cache_max_mb:
+        log.info("%s: %.0f MB decoded exceeds cache_max_mb=%d; decoding on the fly", source.name, size_mb, cache_max_mb)
+        return None
+    log.info("%s: caching %.0f MB of decoded images", source.name, size_mb)
+    return (int(heights[0]), int(widths[0]), 3)
 
 
 def data_fingerprint(data: str | None) -> str:
