@@ -32,6 +32,16 @@ def in_a_ray_task_without_fork(fn, *args):
         ray.shutdown()
 
 
+def argv(template: str, *values) -> list[str]:
+    """A command line: ``template``'s words, each ``{}`` word replaced by the next of ``values`` as one
+    argument (a path with a space in it stays one): ``argv("train {} --run {}", arch, tmp_path / "run")``."""
+    values = list(values)
+    words = template.split()
+    if words.count("{}") != len(values):
+        raise ValueError(f"{words.count('{}')} placeholders in {template!r}, {len(values)} values")
+    return [str(values.pop(0)) if word == "{}" else word for word in words]
+
+
 def copy_run(run: Path, dest: Path) -> Path:
     """A copy of a run folder (without its lock), for a test that damages or continues a shared run."""
     shutil.copytree(run, dest)

@@ -2,6 +2,7 @@ import json
 
 import pytest
 import torch
+from helpers import argv
 
 from nas import load_space
 from nas.cli import main
@@ -54,20 +55,13 @@ def test_export_with_checkpoint_and_coreml(tmp_path, capsys):
     assert (
         main(
             [
-                "export",
-                str(path),
+                *argv("export {}", path),
                 *tiny,
-                "--format",
-                "onnx",
-                "--out",
-                str(tmp_path / "m.onnx"),
-                "--img-size",
-                "64",
-                "--num-classes",
-                "10",
-                "--checkpoint",
-                str(tmp_path / "ckpt.pt"),
-                "--json",
+                *argv(
+                    "--format onnx --out {} --img-size 64 --num-classes 10 --checkpoint {} --json",
+                    tmp_path / "m.onnx",
+                    tmp_path / "ckpt.pt",
+                ),
             ]
         )
         == 0
@@ -76,17 +70,9 @@ def test_export_with_checkpoint_and_coreml(tmp_path, capsys):
     assert (
         main(
             [
-                "export",
-                str(path),
+                *argv("export {}", path),
                 *tiny,
-                "--format",
-                "coreml",
-                "--out",
-                str(tmp_path / "m.mlpackage"),
-                "--img-size",
-                "64",
-                "--num-classes",
-                "10",
+                *argv("--format coreml --out {} --img-size 64 --num-classes 10", tmp_path / "m.mlpackage"),
             ]
         )
         == 0
@@ -95,17 +81,11 @@ def test_export_with_checkpoint_and_coreml(tmp_path, capsys):
     assert (
         main(
             [
-                "export",
-                str(path),
+                *argv("export {}", path),
                 *tiny,
-                "--format",
-                "onnx",
-                "--out",
-                str(tmp_path / "x.onnx"),
-                "--img-size",
-                "64",
-                "--checkpoint",
-                str(tmp_path / "ckpt.pt"),
+                *argv(
+                    "--format onnx --out {} --img-size 64 --checkpoint {}", tmp_path / "x.onnx", tmp_path / "ckpt.pt"
+                ),
             ]
         )
         == 2

@@ -12,6 +12,7 @@ import json
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from helpers import argv
 
 from nas.core.arch import ArchConfig
 from nas.core.family import Family, SpaceRules
@@ -247,45 +248,16 @@ def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypa
     supernet = tmp_path / "supernet"
     assert (
         main(
-            [
-                "train-supernet",
-                "tinyconv",
-                "--space",
-                str(space_file),
-                "--run",
-                str(supernet),
-                "--epochs",
-                "1",
-                "--batch-size",
-                "32",
-                "--img-size",
-                "32",
-                "--max-steps",
-                "6",
-                "--bn-calib-batches",
-                "1",
-            ]
+            argv(
+                "train-supernet tinyconv --space {} --run {} --epochs 1 --batch-size 32 "
+                "--img-size 32 --max-steps 6 --bn-calib-batches 1",
+                space_file,
+                supernet,
+            )
         )
         == 0
     )
-    assert (
-        main(
-            [
-                "build-table",
-                "--device",
-                "cpu",
-                "--space",
-                str(space_file),
-                "--img-size",
-                "32",
-                "--num-classes",
-                "10",
-                "--repeats",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert main(argv("build-table --device cpu --space {} --img-size 32 --num-classes 10 --repeats 2", space_file)) == 0
     assert (tmp_path / "tables" / "cpu" / "tinyconv-32.json").exists()
     table = LatencyTable.load("cpu", space, 32)
     assert table.source == "measured"
@@ -294,22 +266,12 @@ def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypa
     capsys.readouterr()
     assert (
         main(
-            [
-                "search",
-                "--supernet",
-                str(supernet),
-                "--objective",
-                "latency",
-                "--target",
+            argv(
+                "search --supernet {} --objective latency --target {} --device cpu --img-size 32 --run {} --json",
+                supernet,
                 f"{target:.6f}",
-                "--device",
-                "cpu",
-                "--img-size",
-                "32",
-                "--run",
-                str(search),
-                "--json",
-            ]
+                search,
+            )
         )
         == 0
     )
@@ -319,24 +281,12 @@ def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypa
     compare = tmp_path / "compare"
     assert (
         main(
-            [
-                "compare",
-                "--searched",
-                str(search / "arch.yaml"),
-                "--random",
-                "2",
-                "--max-steps",
-                "2",
-                "--epochs",
-                "1",
-                "--batch-size",
-                "32",
-                "--img-size",
-                "32",
-                "--out",
-                str(compare),
-                "--json",
-            ]
+            argv(
+                "compare --searched {} --random 2 --max-steps 2 --epochs 1 --batch-size 32 "
+                "--img-size 32 --out {} --json",
+                search / "arch.yaml",
+                compare,
+            )
         )
         == 0
     )

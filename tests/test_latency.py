@@ -4,6 +4,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from helpers import argv
 
 from nas import NasError, load_space
 from nas.cli import main
@@ -460,16 +461,7 @@ def test_bad_phone_csv(tmp_path, mutate, fragment, capsys):
     _, csv_path = _filled_export(tmp_path)
     csv_path.write_text("\n".join(mutate(csv_path.read_text().splitlines())) + "\n")
     assert (
-        main(
-            [
-                "import-table",
-                str(csv_path),
-                "--manifest",
-                str(tmp_path / "manifest.json"),
-                "--out",
-                str(tmp_path / "x.json"),
-            ]
-        )
+        main(argv("import-table {} --manifest {} --out {}", csv_path, tmp_path / "manifest.json", tmp_path / "x.json"))
         == 2
     )
     err = capsys.readouterr().err.strip().splitlines()
@@ -480,16 +472,7 @@ def test_bad_phone_csv(tmp_path, mutate, fragment, capsys):
 def test_missing_block_rows_are_refused(tmp_path, capsys):
     _, csv_path = _filled_export(tmp_path, drop="b0007")
     assert (
-        main(
-            [
-                "import-table",
-                str(csv_path),
-                "--manifest",
-                str(tmp_path / "manifest.json"),
-                "--out",
-                str(tmp_path / "x.json"),
-            ]
-        )
+        main(argv("import-table {} --manifest {} --out {}", csv_path, tmp_path / "manifest.json", tmp_path / "x.json"))
         == 2
     )
     err = capsys.readouterr().err
@@ -500,22 +483,11 @@ def test_check_table_cli_on_a_measured_table(tiny_table, tmp_path, capsys):
     path = tiny_table.save(tmp_path / "cpu.json")
     assert (
         main(
-            [
-                "check-table",
-                "--device",
-                "cpu",
-                "--space",
-                "efficientformerv2-tiny",
-                "--img-size",
-                "32",
-                "--table",
-                str(path),
-                "--random",
-                "1",
-                "--repeats",
-                "3",
-                "--json",
-            ]
+            argv(
+                "check-table --device cpu --space efficientformerv2-tiny --img-size 32 --table {} "
+                "--random 1 --repeats 3 --json",
+                path,
+            )
         )
         == 0
     )

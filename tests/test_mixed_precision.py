@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from helpers import argv
 
 from nas import load_space
 from nas.cli import main
@@ -22,20 +23,12 @@ def test_bf16_autocast_on_cpu_matches_float32_within_tolerance(tmp_path):
         assert (
             main(
                 [
-                    "train",
-                    "efficientformerv2_s0",
-                    "--run",
-                    str(run),
-                    "--img-size",
-                    "32",
-                    "--max-steps",
-                    "3",
-                    "--log-every",
-                    "1",
-                    "--amp",
-                    amp,
-                    "--channels-last",
-                    "true",
+                    *argv(
+                        "train efficientformerv2_s0 --run {} --img-size 32 --max-steps 3 --log-every 1 "
+                        "--amp {} --channels-last true",
+                        run,
+                        amp,
+                    ),
                     *QUICK,
                 ]
             )

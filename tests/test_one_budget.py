@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from helpers import argv
 
 from nas import ArchConfig, LatencyTable
 from nas.cli import main
@@ -20,24 +21,11 @@ def test_sample_records_its_classifier_size(tmp_path, capsys):
     out = tmp_path / "random"
     assert (
         main(
-            [
-                "sample",
-                "--space",
-                "efficientformerv2-tiny",
-                "--objective",
-                "mes",
-                "--target",
-                "450",
-                "--device",
-                "iphone12",
-                "--num-classes",
-                "10",
-                "-n",
-                "1",
-                "--out",
-                str(out),
-                "--json",
-            ]
+            argv(
+                "sample --space efficientformerv2-tiny --objective mes --target 450 --device "
+                "iphone12 --num-classes 10 -n 1 --out {} --json",
+                out,
+            )
         )
         == 0
     )

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import torch
+from helpers import argv
 
 from nas import load_space
 from nas.cli import main
@@ -19,18 +20,12 @@ def test_train_supernet_from_released_weights_of_its_largest_network(tmp_path, c
     assert (
         main(
             [
-                "train-supernet",
-                "efficientformerv2",
-                "--space",
-                "efficientformerv2-l",
-                "--init",
-                str(weights),
-                "--run",
-                str(run),
-                "--img-size",
-                "32",
-                "--max-steps",
-                "1",
+                *argv(
+                    "train-supernet efficientformerv2 --space efficientformerv2-l --init {} --run {} "
+                    "--img-size 32 --max-steps 1",
+                    weights,
+                    run,
+                ),
                 *QUICK,
             ]
         )
@@ -45,18 +40,12 @@ def test_train_supernet_from_released_weights_of_its_largest_network(tmp_path, c
     assert (
         main(
             [
-                "train-supernet",
-                "efficientformerv2",
-                "--space",
-                "efficientformerv2-l",
-                "--init",
-                str(s0),
-                "--run",
-                str(tmp_path / "bad"),
-                "--img-size",
-                "32",
-                "--max-steps",
-                "1",
+                *argv(
+                    "train-supernet efficientformerv2 --space efficientformerv2-l --init {} --run {} "
+                    "--img-size 32 --max-steps 1",
+                    s0,
+                    tmp_path / "bad",
+                ),
                 *QUICK,
             ]
         )
@@ -120,21 +109,7 @@ def test_fine_tune_a_member_from_released_weights(tmp_path, capsys):
     torch.save(timm.create_model("efficientformerv2_s0").state_dict(), weights)
     run = tmp_path / "run"
     assert (
-        main(
-            [
-                "train",
-                "efficientformerv2_s0",
-                "--init",
-                str(weights),
-                "--run",
-                str(run),
-                "--img-size",
-                "32",
-                "--max-steps",
-                "1",
-                *QUICK,
-            ]
-        )
+        main([*argv("train efficientformerv2_s0 --init {} --run {} --img-size 32 --max-steps 1", weights, run), *QUICK])
         == 0
     )
     state = torch.load(run / "checkpoint.pt", weights_only=True)["model"]

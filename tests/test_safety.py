@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import copy_run, search_argv
+from helpers import argv, copy_run, search_argv
 
 from nas.cli import main
 from nas.core.errors import NasError
@@ -65,22 +65,7 @@ def fixed_run(tmp_path_factory):
     """A ``nas train`` run of a member, stopped after one step (so it can be resumed)."""
     run = tmp_path_factory.mktemp("fixed") / "run"
     assert (
-        main(
-            [
-                "train",
-                "efficientformerv2_s0",
-                "--run",
-                str(run),
-                "--img-size",
-                "32",
-                "--epochs",
-                "1",
-                "--batch-size",
-                "32",
-                "--max-steps",
-                "1",
-            ]
-        )
+        main(argv("train efficientformerv2_s0 --run {} --img-size 32 --epochs 1 --batch-size 32 --max-steps 1", run))
         == 0
     )
     return run
@@ -192,22 +177,7 @@ def test_checkpoint_with_a_payload_is_refused_and_never_runs(
 def test_truncated_and_foreign_checkpoints(tiny_supernet, tmp_path, capsys):
     supernet = copy_run(tiny_supernet, tmp_path / "supernet")
     _truncate(supernet / "checkpoint.pt")
-    assert (
-        main(
-            [
-                "search",
-                "--supernet",
-                str(supernet),
-                "--objective",
-                "params",
-                "--target",
-                "2e5",
-                "--run",
-                str(tmp_path / "s"),
-            ]
-        )
-        == 2
-    )
+    assert main(argv("search --supernet {} --objective params --target 2e5 --run {}", supernet, tmp_path / "s")) == 2
     _one_line_error(capsys, "corrupt or truncated supernet checkpoint")
     assert not (tmp_path / "s").exists()
     torch.save([1, 2, 3], supernet / "checkpoint.pt")
@@ -232,12 +202,12 @@ def corrupt_data(real_images, tmp_path):
 
 def test_corrupt_image_is_named_before_training(corrupt_data, tmp_path, capsys):
     root, bad = corrupt_data
-    for argv in (
-        ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny"],
-        ["train", "efficientformerv2_s0", "--img-size", "32"],
+    for command in (
+        "train-supernet efficientformerv2 --space efficientformerv2-tiny",
+        "train efficientformerv2_s0 --img-size 32",
     ):
         run = tmp_path / "run"
-        assert main([*argv, "--data", str(root), "--run", str(run), "--batch-size", "16"]) == 2
+        assert main(argv(command + " --data {} --run {} --batch-size 16", root, run)) == 2
         line = _one_line_error(capsys, str(bad))
         assert "cannot decode image" in line
         assert not run.exists()
@@ -251,26 +221,12 @@ def test_search_and_compare_name_a_corrupt_image(real_images, tmp_path, capsys):
     supernet = tmp_path / "supernet"
     assert (
         main(
-            [
-                "train-supernet",
-                "efficientformerv2",
-                "--space",
-                "efficientformerv2-tiny",
-                "--data",
-                str(data),
-                "--run",
-                str(supernet),
-                "--epochs",
-                "1",
-                "--batch-size",
-                "16",
-                "--max-steps",
-                "1",
-                "--bn-calib-batches",
-                "1",
-                "--img-size",
-                "32",
-            ]
+            argv(
+                "train-supernet efficientformerv2 --space efficientformerv2-tiny --data {} --run "
+                "{} --epochs 1 --batch-size 16 --max-steps 1 --bn-calib-batches 1 --img-size 32",
+                data,
+                supernet,
+            )
         )
         == 0
     )
@@ -284,42 +240,18 @@ def test_search_and_compare_name_a_corrupt_image(real_images, tmp_path, capsys):
     spec = EvalSpec.from_run(supernet)
     bad = Path(load_splits(str(data), recipe_from_saved(spec.recipe), spec.seed, decode_all=False).search.paths[0])
     bad.write_bytes(b"not a jpeg at all")
-    assert (
-        main(
-            [
-                "search",
-                "--supernet",
-                str(supernet),
-                "--objective",
-                "params",
-                "--target",
-                "2e5",
-                "--run",
-                str(tmp_path / "s"),
-            ]
-        )
-        == 2
-    )
+    assert main(argv("search --supernet {} --objective params --target 2e5 --run {}", supernet, tmp_path / "s")) == 2
     _one_line_error(capsys, str(bad))
     assert not (tmp_path / "s").exists()
     arch = load_space("efficientformerv2-tiny").smallest().save(tmp_path / "arch.yaml")
     assert (
         main(
-            [
-                "compare",
-                "--searched",
-                str(arch),
-                "--random",
-                "1",
-                "--objective",
-                "params",
-                "--data",
-                str(data),
-                "--supernet",
-                "none",
-                "--out",
-                str(tmp_path / "c"),
-            ]
+            argv(
+                "compare --searched {} --random 1 --objective params --data {} --supernet none --out {}",
+                arch,
+                data,
+                tmp_path / "c",
+            )
         )
         == 2
     )

@@ -1,6 +1,7 @@
 import random
 
 import pytest
+from helpers import argv
 
 from nas import NasError, load_space
 from nas.latency import LatencyTable
@@ -144,24 +145,11 @@ def test_sample_cli_writes_arch_yamls(tmp_path, capsys):
 
     assert (
         main(
-            [
-                "sample",
-                "--space",
-                "efficientformerv2",
-                "--objective",
-                "mes",
-                "--target",
-                "100",
-                "--device",
-                "iphone12",
-                "-n",
-                "2",
-                "--seed",
-                "1",
-                "--out",
-                str(tmp_path),
-                "--json",
-            ]
+            argv(
+                "sample --space efficientformerv2 --objective mes --target 100 --device iphone12 "
+                "-n 2 --seed 1 --out {} --json",
+                tmp_path,
+            )
         )
         == 0
     )
@@ -171,22 +159,7 @@ def test_sample_cli_writes_arch_yamls(tmp_path, capsys):
     assert len(result["archs"]) == 2 and all(100 <= a["mes"] <= 105 for a in result["archs"])
     space = load_space("efficientformerv2")
     assert all(space.contains(ArchConfig.load(tmp_path / f"random-{i}.yaml")) for i in range(2))
-    assert (
-        main(
-            [
-                "sample",
-                "--space",
-                "efficientformerv2",
-                "--objective",
-                "mes",
-                "--target",
-                "100",
-                "--out",
-                str(tmp_path / "x"),
-            ]
-        )
-        == 2
-    )
+    assert main(argv("sample --space efficientformerv2 --objective mes --target 100 --out {}", tmp_path / "x")) == 2
     assert "needs --device" in capsys.readouterr().err
 
 

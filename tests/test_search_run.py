@@ -3,7 +3,7 @@ import os
 import signal
 
 import pytest
-from helpers import copy_run, search_argv
+from helpers import argv, copy_run, search_argv
 
 from nas import ArchConfig, load_space
 from nas.cli import main
@@ -122,26 +122,12 @@ def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys)
     out = tmp_path / "nsga"
     assert (
         main(
-            [
-                "search",
-                "--supernet",
-                str(supernet_run),
-                "--strategy",
-                "optuna",
-                "--trials",
-                "6",
-                "--objective",
-                "mes",
-                "--target",
-                "400",
-                "--device",
-                "iphone12",
-                "--run",
-                str(out),
-                "--bn-calib-batches",
-                "1",
-                "--json",
-            ]
+            argv(
+                "search --supernet {} --strategy optuna --trials 6 --objective mes --target 400 "
+                "--device iphone12 --run {} --bn-calib-batches 1 --json",
+                supernet_run,
+                out,
+            )
         )
         == 0
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import compare_argv, copy_run
+from helpers import argv, compare_argv, copy_run
 
 from nas import ArchConfig, load_space
 from nas.cli import main
@@ -44,21 +44,11 @@ def test_train_named_member_loads_into_timm_and_exports(tmp_path, capsys):
     onnx_path = tmp_path / "xs.onnx"
     assert (
         main(
-            [
-                "export",
-                "swiftformer_xs",
-                "--checkpoint",
-                str(run / "checkpoint.pt"),
-                "--format",
-                "onnx",
-                "--out",
-                str(onnx_path),
-                "--img-size",
-                "32",
-                "--num-classes",
-                "10",
-                "--json",
-            ]
+            argv(
+                "export swiftformer_xs --checkpoint {} --format onnx --out {} --img-size 32 --num-classes 10 --json",
+                run / "checkpoint.pt",
+                onnx_path,
+            )
         )
         == 0
     )
@@ -285,24 +275,7 @@ def test_compare_bad_input(tmp_path, capsys, extra, fragment):
 @pytest.mark.slow
 def test_demo_with_a_reduced_budget(tmp_path, capsys):
     run = tmp_path / "demo"
-    assert (
-        main(
-            [
-                "demo",
-                "--run",
-                str(run),
-                "--supernet-epochs",
-                "1",
-                "--train-epochs",
-                "1",
-                "--random",
-                "2",
-                "--target-fraction",
-                "0.1",
-            ]
-        )
-        == 0
-    )
+    assert main(argv("demo --run {} --supernet-epochs 1 --train-epochs 1 --random 2 --target-fraction 0.1", run)) == 0
     out = capsys.readouterr().out
     for fragment in (
         "[1/4] latency table",
@@ -330,24 +303,7 @@ def test_demo_with_a_reduced_budget(tmp_path, capsys):
     page = (run / "report.html").read_text()  # the demo ends with its report: every stage on one page
     assert all(f"Stage: {stage}" in page for stage in ("supernet", "search", "compare")) and "<img" in page
     # A second run finds every stage done and prints the same table.
-    assert (
-        main(
-            [
-                "demo",
-                "--run",
-                str(run),
-                "--supernet-epochs",
-                "1",
-                "--train-epochs",
-                "1",
-                "--random",
-                "2",
-                "--target-fraction",
-                "0.1",
-            ]
-        )
-        == 0
-    )
+    assert main(argv("demo --run {} --supernet-epochs 1 --train-epochs 1 --random 2 --target-fraction 0.1", run)) == 0
     assert "| **searched** |" in capsys.readouterr().out
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import argv
 
 from nas import NasError, load_space
 from nas.cli import main
@@ -39,17 +40,12 @@ def test_sandwich_training_on_real_images(real_images, tmp_path, capsys):
     assert (
         main(
             [
-                "train-supernet",
-                "efficientformerv2",
-                "--space",
-                "efficientformerv2-tiny",
-                "--recipe",
-                "demo",
-                "--data",
-                str(real_images),
-                "--run",
-                str(run),
-                "--json",
+                *argv(
+                    "train-supernet efficientformerv2 --space efficientformerv2-tiny --recipe demo "
+                    "--data {} --run {} --json",
+                    real_images,
+                    run,
+                ),
                 *QUICK,
             ]
         )
