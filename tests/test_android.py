@@ -74,6 +74,24 @@ def test_export_blocks_for_pixel6_writes_programs_operators_and_the_adb_script(t
     assert not (tmp_path / "no").exists()
 
 
+def test_exported_programs_are_the_same_files_for_the_same_seed(tmp_path, capsys):
+    """A block's weights come from --seed alone: the same seed writes the same program, also when an
+    interrupted export resumes and writes it again; another seed writes another."""
+    argv = ["export-blocks", "--device", "pixel6", "--space", "efficientformerv2-tiny", "--img-size", "32"]
+
+    def programs(out: Path, seed: str) -> dict[str, bytes]:
+        assert main([*argv, "--num-classes", "10", "--limit", "1", "--out", str(out), "--seed", seed]) == 0
+        return {path.name: path.read_bytes() for path in out.rglob("*.pte")}
+
+    first = programs(tmp_path / "a", "3")
+    for path in (tmp_path / "a").rglob("*.pte"):  # the program lost, as by a kill before its write
+        path.unlink()
+    assert programs(tmp_path / "a", "3") == first
+    other = programs(tmp_path / "b", "4")
+    assert len(first) == 1 and other.keys() == first.keys() and other != first
+    capsys.readouterr()
+
+
 def test_export_executorch_matches_pytorch_logits(tmp_path, capsys):
     space = load_space("efficientformerv2-tiny")
     torch.manual_seed(0)  # the weights, and so the logits' scale, must not depend on which tests ran before

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         networks=not args.no_networks,
         limit=args.limit,
         runtime=runtime,
+        seed=args.seed,
     )
     blocks = [item for item in manifest["items"] if item["kind"] == "block"]
     n_nets = len(manifest["items"]) - len(blocks)

@@ -144,11 +144,13 @@ def export_blocks(
     limit: int | None = None,
     progress: bool = True,
     runtime: str | None = None,
+    seed: int = 0,
 ) -> dict:
     """Write the blocks (and named members) of :func:`plan_export` as the device's files (``.mlpackage``
     or ``.pte``), a ``manifest.json`` and a CSV template to fill in on the phone. Existing files are kept,
     so an interrupted export continues where it stopped. An ExecuTorch item records the operators
-    XNNPACK took and those left to portable kernels (``operators``)."""
+    XNNPACK took and those left to portable kernels (``operators``). Each item's weights and example
+    input are drawn from ``seed`` alone, so a file is the same whether or not the export was resumed."""
     from tqdm import tqdm
 
     manifest = plan_export(device, space, img_size, num_classes, networks, limit, runtime)
@@ -158,12 +160,14 @@ def export_blocks(
     for item in tqdm(manifest["items"], desc=desc, disable=None if progress else True):
         path = out / item["file"]
         path.parent.mkdir(parents=True, exist_ok=True)
-        if item["kind"] == "block":
-            sig = BlockSignature.from_key(item["key"])
-            module, x = build_block(space.family, sig), block_input(space.family, sig)
-        else:
-            module = build_static(ArchConfig.from_dict(item["arch"]), img_size=img_size, num_classes=num_classes)
-            x = torch.randn(1, 3, img_size, img_size)
+        with torch.random.fork_rng(devices=[]):  # the caller's generator untouched
+            torch.manual_seed(seed)
+            if item["kind"] == "block":
+                sig = BlockSignature.from_key(item["key"])
+                module, x = build_block(space.family, sig), block_input(space.family, sig)
+            else:
+                module = build_static(ArchConfig.from_dict(item["arch"]), img_size=img_size, num_classes=num_classes)
+                x = torch.randn(1, 3, img_size, img_size)
         item["input_shape"] = list(x.shape)
         if runtime == "coreml":
             if not path.exists():
