@@ -18,7 +18,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any, NoReturn
 
-from nas.recipe import MIN_IMG_SIZE, recipe_from_args
+from nas.recipe import MIN_IMG_SIZE, add_recipe_overrides, recipe_from_args
 from nas.search.choices import OBJECTIVES
 
 
@@ -107,8 +107,6 @@ def family_names() -> list[str]:
 def add_training_args(parser: argparse.ArgumentParser, default_run: str, supernet: bool = False) -> None:
     """The options every training command shares (``nas train-supernet``, ``nas train``); the
     supernet-only recipe fields with ``supernet``."""
-    from nas.recipe import add_recipe_overrides
-
     parser.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     parser.add_argument(
         "--data",
@@ -169,8 +167,6 @@ def add_study_args(parser: argparse.ArgumentParser, what: str) -> None:
     """The options of the studies that train many networks (``compare``, ``headroom``, ``rank-check``):
     where they train (Ray workers, threads, a cluster to join), ``--resume`` of the ``what``,
     ``--max-steps``, the recipe's overrides and the options every command has."""
-    from nas.recipe import add_recipe_overrides
-
     parser.add_argument(
         "--workers",
         type=nonneg_int,

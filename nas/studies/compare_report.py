@@ -5,6 +5,7 @@ the Markdown table and verdict the CLI prints and ``compare.md`` holds, the cost
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -62,13 +63,13 @@ def hardware_words(trained: list[dict]) -> str:
     """Where a study's trainings ran, from each one's provenance: a GPU's name or the CPU, with torch's
     version and how many trainings ran there (a study may train part of its networks on another machine,
     docs/results/studies/trainings_elsewhere.py)."""
-    places: dict[str, int] = {}
-    for result in trained:
-        p = result.get("provenance", {})
-        where = f"{p['cuda']} (CUDA)" if p.get("cuda") else f"the CPU ({p.get('cpus', '?')} cores)"
-        key = f"{where}, torch {p.get('torch', '?')}"
-        places[key] = places.get(key, 0) + 1
+    places = Counter(_machine_words(result.get("provenance", {})) for result in trained)
     return "trained on " + "; ".join(f"{where}: {n} of {len(trained)} trainings" for where, n in places.items())
+
+
+def _machine_words(p: dict) -> str:
+    where = f"{p['cuda']} (CUDA)" if p.get("cuda") else f"the CPU ({p.get('cpus', '?')} cores)"
+    return f"{where}, torch {p.get('torch', '?')}"
 
 
 def draws_words(draws: dict) -> str:
