@@ -268,6 +268,27 @@ def searched_vs_random(rows: Sequence[dict], with_supernet: bool) -> dict[str, A
     return summary
 
 
+def searched_vs_baselines(searched: dict, baselines: Sequence[dict], level: float = LEVEL) -> list[dict[str, Any]]:
+    """The searched network (a comparison row: ``top1_seeds``) against each named baseline (rows of the
+    published variants a user would otherwise copy): Welch's interval of searched minus baseline and its
+    one-sided p-value for "the searched network is better". Each baseline answers its own question (is the
+    search worth it at this variant's cost?), so the p-values are not adjusted across baselines. A baseline
+    outside the comparison's band (``in_band`` False) keeps its test but is marked: it is not a comparison at
+    equal cost."""
+    out = []
+    for row in baselines:
+        test = welch(searched["top1_seeds"], row["top1_seeds"], level)
+        out.append(
+            {
+                "network": row["network"],
+                **{k: test[k] for k in ("estimate", "ci", "dof", "p", "reason")},
+                "ci_level": level,
+                "in_band": row.get("in_band"),
+            }
+        )
+    return out
+
+
 def correlation_interval(
     value: float | None, n: int, kind: str, level: float = LEVEL
 ) -> tuple[list[float] | None, str | None]:

@@ -269,7 +269,7 @@ def command_lines(path: Path) -> list[tuple[int, str, list[str], bool]]:
 PLACEHOLDER = re.compile(r"(got|value:|choice:) '([A-Z][A-Z0-9_]*)'")
 #: What an inline fragment (a code span in prose naming a command and perhaps an option, such as
 #: `nas search --resume` or `nas export --checkpoint`) may leave out: required arguments, option values.
-FRAGMENT_GAPS = ("the following arguments are required", "expected one argument")
+FRAGMENT_GAPS = ("the following arguments are required", "expected one argument", "expected at least one argument")
 
 
 def parse_problem(argv: list[str], fragment: bool) -> str | None:

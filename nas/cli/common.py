@@ -153,13 +153,24 @@ def training_request_fields(args: argparse.Namespace, run: str) -> dict[str, Any
     }
 
 
-def add_budget_args(parser: argparse.ArgumentParser) -> None:
+def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = False) -> None:
     """The budget a command searches or draws at (``search``, ``sample``, ``headroom``): the objective, its
-    target and the device whose latency table prices it."""
+    target (``several_targets``: one or more, a family search) and the device whose latency table prices it."""
     parser.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
-    parser.add_argument(
-        "--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under"
-    )
+    if several_targets:
+        parser.add_argument(
+            "--target",
+            type=positive_float,
+            nargs="+",
+            required=True,
+            metavar="T",
+            help="MES to reach, or ms / parameters to get under; several targets search a family, one network "
+            "per target from one run (runs/NAME/targets/T/; name a member RUN@T)",
+        )
+    else:
+        parser.add_argument(
+            "--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under"
+        )
     parser.add_argument("--device", help="latency table device (needed for mes and latency)")
 
 

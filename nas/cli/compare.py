@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_study_args, emit, fraction, image_size, positive_float, positive_int, study_request
+from nas.cli.common import (
+    add_study_args,
+    emit,
+    fraction,
+    image_size,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    study_request,
+)
 from nas.core.typed_yaml import read_yaml
 from nas.search.choices import OBJECTIVES
 
@@ -21,10 +30,15 @@ def add_parser(sub) -> None:
         "compare.csv and compare.png. When ARCH.yaml was written by nas search, its "
         "objective, device, supernet and data are the defaults.",
     )
-    p.add_argument("--searched", required=True, metavar="ARCH", help="the searched arch YAML (or a named member)")
+    p.add_argument(
+        "--searched",
+        required=True,
+        metavar="ARCH",
+        help="the searched arch YAML, a named member or a family search's member RUN@TARGET",
+    )
     p.add_argument(
         "--random",
-        type=positive_int,
+        type=nonneg_int,
         help="random sub-networks (default 5, or all of --random-from's); drawn from a seed of the searched "
         "network's digest and --seed, so each comparison draws its own",
     )
@@ -34,6 +48,26 @@ def add_parser(sub) -> None:
         help="reuse that comparison's random networks (the first --random of them) instead of drawing new ones; "
         "each must meet this searched network's budget within --tolerance. Comparisons that share draws are "
         "not independent results",
+    )
+    p.add_argument(
+        "--baseline",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME",
+        help="also train these named networks (members of the space, e.g. efficientformerv2_s1, or arch YAMLs) "
+        "the same way, with the same seeds, and test the searched network against each (Welch); one outside "
+        "the band is marked with its cost. With baselines, --random 0 trains no random networks",
+    )
+    p.add_argument(
+        "--reuse-trainings",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="COMPARE_DIR",
+        help="copy the finished trainings of these comparisons that this one would repeat (the same network, "
+        "recipe, data and seed: a training is deterministic given those), e.g. a baseline trained for another "
+        "supernet seed",
     )
     p.add_argument(
         "--seeds",
@@ -102,9 +136,11 @@ def compare_request(args: argparse.Namespace):
     """The :class:`nas.studies.compare.CompareRequest` of a parsed ``nas compare`` command line, with the
     defaults of the search that wrote ``--searched`` (``docs/results/studies/trainings_elsewhere.py`` plans
     a comparison's trainings from the same request)."""
+    from nas.search.family import member_arch_path
     from nas.space_files import find_space
     from nas.studies.compare import CompareRequest
 
+    args.searched = member_arch_path(args.searched)  # a family member, RUN@TARGET
     space = find_space(args.searched, args.space)
     label, arch = space.resolve(args.searched)
     defaults = search_defaults(args.searched)
@@ -123,6 +159,8 @@ def compare_request(args: argparse.Namespace):
         # Fixed networks need no BatchNorm calibration; the recipe's flag serves the supernet scores.
         bn_calib_batches=args.recipe_bn_calib_batches or defaults.get("bn_calib_batches"),
         searched_label=label,
+        baselines=tuple(space.resolve(member_arch_path(name)) for name in args.baseline),
+        reuse_trainings=tuple(args.reuse_trainings),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from nas.cli.common import (
@@ -40,7 +41,7 @@ def add_parser(sub) -> None:
         "in-process (--workers 0) or on Ray.",
     )
     p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
-    add_budget_args(p)
+    add_budget_args(p, several_targets=True)
     p.add_argument(
         "--img-size",
         type=image_size,
@@ -121,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
     from nas.search.objective import Objective
     from nas.search.strategy import get_strategy, parse_assignments
 
-    objective = Objective(args.objective, args.target)
-    run_dir = args.run or f"runs/search-{objective.name}-{args.target:g}"
+    targets = tuple(args.target)
+    objective = Objective(args.objective, targets[0])
+    run_dir = args.run or f"runs/search-{objective.name}-{'-'.join(f'{t:g}' for t in targets)}"
     options = parse_assignments(args.options)
     known = {f for f in get_strategy(args.strategy).options.__dataclass_fields__}
     for flag, key in OPTION_ALIASES.items():
@@ -136,9 +138,16 @@ def run(args: argparse.Namespace) -> int:
             )
         options.setdefault(key, value)
     final = request_from_args(FinalScoring, args)  # every field of FinalScoring is a flag of the same name
-    result = search(
-        request_from_args(SearchRequest, args, objective=objective, run=run_dir, options=options, final=final)
+    request = request_from_args(
+        SearchRequest, args, objective=objective, run=run_dir, options=options, final=final, targets=targets
     )
+    if len(set(targets)) > 1:
+        from nas.search.engine import search_family
+
+        family = search_family(request)
+        emit(family, args.json, _family_lines(family, run_dir))
+        return 0
+    result = search(dataclasses.replace(request, targets=()))
     data = result.to_dict()
     emit(data, args.json, [*result.summary_lines(), *_cost_lines(data)])
     return 0
@@ -148,7 +157,7 @@ def command_line(config: dict, run: str) -> list:
     """The ``nas search`` command that runs a search again from its recorded ``config.yaml``: its
     options as ``--set`` (searches of earlier versions: their flags, and greedy without finalists)."""
     argv = ["nas", "search", "--supernet", config["supernet"], "--objective", config["objective"]]
-    argv += ["--target", config["target"], "--device", config["device"]]
+    argv += ["--target", *(config.get("targets") or [config["target"]]), "--device", config["device"]]
     argv += ["--img-size", config["img_size"]] if config.get("img_size") else []
     keys = ("bn_calib_batches", "search_images")
     if config.get("strategy_options") is None:
@@ -166,6 +175,22 @@ def command_line(config: dict, run: str) -> list:
         final = (config.get("final_scoring") or {}).items()
         argv += [x for k, v in final if v is not None for x in (f"--{k.replace('_', '-')}", v)]
     return [*argv, "--run", run, "--seed", config["seed"]]
+
+
+def _family_lines(family: dict, run: str) -> list[str]:
+    """What ``nas search`` prints of a family: one line per target, the evaluations and where things are."""
+    lines = [f"family       {run} ({family['strategy']}: {family['evaluations']} sub-networks scored in all)"]
+    for m in family["members"]:
+        lat = "-" if m.get("latency_ms") is None else f"{m['latency_ms']:.3f} ms"
+        lines.append(
+            f"  {family['objective']} {m['target']:g}: {run}@{m['target']:g}  top-1 {100 * m['accuracy']:.2f}% "
+            f"(supernet)  params {m['params'] / 1e6:.3f} M  latency {lat}  digest {m['digest']}  "
+            f"({m['new_evaluations']} new evaluations)"
+        )
+    lines.append(f"wrote        {run}/family.md, family.png, result.json; each target's search in {run}/targets/")
+    if family.get("latency_source"):
+        lines.append(f"latency      {family['latency_source']}")
+    return lines
 
 
 def _cost_lines(result: dict) -> list[str]:

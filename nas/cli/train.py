@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
         "folder, or on the search split when there is none. Without --data, "
         "scikit-learn's digits are used.",
     )
-    p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
+    p.add_argument("arch", metavar="ARCH", help="a named member, an arch YAML or a family search's member RUN@TARGET")
     p.add_argument("--space", help="search space the ARCH belongs to (default: found from ARCH)")
     add_training_args(p, "runs/train-ARCH")
     p.set_defaults(handler=run)
@@ -28,9 +28,11 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas train``: train ARCH from scratch and print its top-1 (only on the main process of a
     torchrun job); return the exit code."""
+    from nas.search.family import member_arch_path
     from nas.space_files import find_space
     from nas.train.fixed import FixedTrainingRequest, train_fixed
 
+    args.arch = member_arch_path(args.arch)  # a family member, RUN@TARGET
     space = find_space(args.arch, args.space)
     label, arch = space.resolve(args.arch)
     run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"

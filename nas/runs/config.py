@@ -92,6 +92,7 @@ class SearchRunConfig:
     evaluate_top: int = setting(0, free=True)
     explore: int = setting(0, free=True)
     search_images: int | None = None  # class-balanced subset of the search split scored (None: all of it)
+    targets: tuple[float, ...] = ()  # a family search's targets (nas search --target T1 T2 ...; () for one)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class CompareRunConfig:
     random_from: str | None = setting(None, free=True)  # the comparison whose random networks this one reuses
     random_from_digest: str | None = None  # SHA-256 of that comparison's plan.json: which networks
     target: float | None = None  # --target: the budget's value (None: the searched network's own)
+    baselines: tuple[str, ...] = ()  # the digests of the named baselines (--baseline) trained beside them
 
 
 @dataclass(frozen=True)

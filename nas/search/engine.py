@@ -23,6 +23,8 @@ from nas.runs.config import SearchRunConfig
 from nas.runs.folder import SEARCH, RunFolder
 from nas.search.choices import DEFAULT_STRATEGY
 from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
+from nas.search.family import member_arch_path
+from nas.search.family import search_family as run_family
 from nas.search.finalists import FinalScoring, SearchResult, finalize
 from nas.search.objective import Objective, cost_function, require_reachable, require_table
 from nas.search.pool import EvaluatorPool
@@ -52,6 +54,8 @@ class SearchRequest:
     workers: int = 0  # Ray workers (0: evaluate in this process)
     ray_address: str | None = None  # join an existing Ray cluster
     resume: bool = False
+    # Several targets: one network per target from one run (nas.search.family); () or one: a single search.
+    targets: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ def search(request: SearchRequest) -> SearchResult:
     Every input (the supernet run and its checkpoint, the space, the table, the data, the strategy's
     options) is checked before the run folder is created; the folder is locked while the search
     runs; ``resume`` continues it only with the same settings (:class:`nas.runs.config.SearchRunConfig`)."""
+    if len(request.targets) > 1:
+        raise NasError("search() searches one target; search_family() several")
     strategy = get_strategy(request.strategy)
     prepared = _prepare(request, strategy)
     run = Path(request.run)
@@ -103,6 +109,25 @@ def search(request: SearchRequest) -> SearchResult:
         pool.close()
 
 
+def search_family(request: SearchRequest) -> dict[str, Any]:
+    """Search the supernet for every target of ``request.targets`` in one run folder with one evaluation
+    cache (:mod:`nas.search.family`); every input is checked, every target's reachability included, before
+    the folder is created. Returns the family's ``result.json``."""
+    strategy = get_strategy(request.strategy)
+    prepared = _prepare(request, strategy)
+    run = Path(request.run)
+    folder = RunFolder(run, SEARCH)
+    folder.check(prepared.config, request.resume)
+    pool = EvaluatorPool(
+        prepared.spec, request.workers, request.ray_address, DiskCache(run / "evaluations.jsonl", prepared.context)
+    )
+    try:
+        with folder.start(prepared.config, request.resume):
+            return run_family(request, strategy, prepared, pool, folder)
+    finally:
+        pool.close()
+
+
 def _prepare(request: SearchRequest, strategy: SearchStrategy) -> _Prepared:
     """Read and check the supernet run, space, table, objective and options; the run's config."""
     options = strategy_options(strategy, request.options)
@@ -121,9 +146,10 @@ def _prepare(request: SearchRequest, strategy: SearchStrategy) -> _Prepared:
     warn_if_apart(img_size, trained, "the supernet trained", "the search")
     table = table_for(device, space, img_size) if device else None
     cost = cost_function(table, img_size, num_classes)  # parameters of the network the run trains
-    require_reachable(space, cost, objective, space.largest())  # before any folder exists
+    for target in request.targets or (objective.target,):  # before any folder exists
+        require_reachable(space, cost, Objective(objective.name, target), space.largest())
     for name in getattr(options, "include", ()):  # networks a strategy is told to start from
-        space.resolve(name)
+        space.resolve(member_arch_path(name))
     check = getattr(strategy, "check", None)  # a strategy's own checks, before any folder exists
     if check is not None:
         check(space, objective, cost, options, spec.checkpoint)
@@ -151,5 +177,6 @@ def _prepare(request: SearchRequest, strategy: SearchStrategy) -> _Prepared:
         strategy_options=options_dict(options),
         final_scoring=asdict(request.final),
         search_images=request.search_images,
+        targets=tuple(float(t) for t in request.targets) if len(request.targets) > 1 else (),
     )
     return _Prepared(spec, space, cost, config, context, options, table)

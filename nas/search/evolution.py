@@ -37,6 +37,7 @@ from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
+from nas.search.family import member_arch_path
 from nas.search.objective import AccuracyFn, CostFn, Objective
 from nas.search.predictor import AccuracyPredictor, RidgePredictor, kendall_tau
 from nas.search.sample import InBand, sample_distinct
@@ -64,7 +65,9 @@ class EvolutionOptions:
         help="the band: the objective within this fraction of the target, on the side that meets it",
     )
     include: tuple[str, ...] = setting(
-        (), help="networks of the first population: arch YAML files or member names (e.g. greedy's arch.yaml)"
+        (),
+        help="networks of the first population: arch YAML files, member names or family members RUN@TARGET "
+        "(e.g. greedy's arch.yaml); in a family search each band takes those inside it",
     )
     predictor: bool = setting(
         True,
@@ -256,7 +259,20 @@ class EvolutionStrategy(InBand):
         """Evolve (continuing ``population.json`` on resume), saving the archive after every generation."""
         path = context.run / "population.json"
         saved = Population.read(path) if context.resume and path.exists() else None
-        include = [context.space.resolve(spec)[1] for spec in options.include]
+        include = [context.space.resolve(member_arch_path(spec))[1] for spec in options.include]
+        if context.in_family:  # a family names networks for all its bands: each band takes those inside it
+            include = [a for a in include if context.objective.in_band(context.cost(a), options.tolerance)]
+        if saved is None and context.known:  # a family's later band: start from what is known inside it
+            have = {a.digest for a in include}
+            inside = sorted(
+                (
+                    s
+                    for s in context.known
+                    if s.arch.digest not in have and context.objective.in_band(context.cost(s.arch), options.tolerance)
+                ),
+                key=lambda s: (-s.accuracy, s.arch.digest),
+            )
+            include += [s.arch for s in inside[: max(0, options.population - len(include))]]
 
         def save(population: Population) -> None:
             write_text_atomic(path, population.to_json())

@@ -50,6 +50,14 @@ ENTRY_POINT_GROUP = "nas.strategies"
 
 
 @dataclass(frozen=True)
+class Scored:
+    """A sub-network and its accuracy at the search's fidelity."""
+
+    arch: ArchConfig
+    accuracy: float
+
+
+@dataclass(frozen=True)
 class SearchContext:
     """What every strategy searches with; the run folder is checked, locked and holds ``config.yaml``."""
 
@@ -63,19 +71,15 @@ class SearchContext:
     seed: int = 0
     resume: bool = False  # continue what the run folder holds
     table: LatencyTable | None = None
+    # What this run evaluated before this search began (a family's earlier targets): a band strategy may
+    # start from those inside its band, at no evaluation's cost (nas.search.family).
+    known: tuple[Scored, ...] = ()
+    in_family: bool = False  # one band of a family: networks named for other bands are left to those
 
     def latency_interval(self, ms: float | None) -> list[float] | None:
         """The latency's prediction interval ``[low, high]`` where the table has one."""
         bounds = self.table.interval(ms) if self.table is not None and ms is not None else None
         return list(bounds) if bounds is not None else None
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A sub-network and its accuracy at the search's fidelity."""
-
-    arch: ArchConfig
-    accuracy: float
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,11 @@ class SearchStrategy(Protocol):
     def run(self, context: SearchContext, options: Any) -> StrategyOutcome:
         """Search (resuming what ``context.run`` holds when ``context.resume``) and return the outcome."""
         ...
+
+
+# A strategy may also define ``continue_from(previous_run, run) -> bool``: in a family search
+# (nas.search.family) it prepares the next target's folder from the previous target's (greedy: one path)
+# and says whether the next search resumes from it.
 
 
 # Built-in strategies: name -> the module that registers it when imported.

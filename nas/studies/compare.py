@@ -42,8 +42,8 @@ from nas.runs.writers import write_json
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import Objective, require_table
 from nas.space_files import load_space
-from nas.stats import mean_std, random_frontier, searched_vs_random
-from nas.studies.compare_plan import adopt_trainings, plan_networks, reused_networks, saved_plan
+from nas.stats import mean_std, pooled_std, random_frontier, searched_vs_baselines, searched_vs_random
+from nas.studies.compare_plan import adopt_trainings, network_kind, plan_networks, reused_networks, saved_plan
 from nas.studies.compare_report import plot, sources_words, to_csv, to_markdown
 from nas.studies.jobs import (
     TrainingPool,
@@ -85,6 +85,9 @@ class CompareRequest:
     searched_label: str = ""  # how the user named the searched arch
     progress: bool = True
     random_from: str | Path | None = None  # reuse this comparison's random networks instead of drawing them
+    # Named networks trained beside them (--baseline: the published variants a user would copy), (label, arch).
+    baselines: tuple[tuple[str, ArchConfig], ...] = ()
+    reuse_trainings: tuple[str | Path, ...] = ()  # comparisons whose identical finished trainings are copied
 
 
 @dataclass(frozen=True)
@@ -132,14 +135,26 @@ def _check_request(request: CompareRequest) -> None:
     request.space.validate(request.searched, where=request.searched_label or "searched arch")
     Objective(request.objective, 1.0)  # an unknown objective fails before anything else
     require_table(request.objective, request.device)
-    if request.n_random is not None and request.n_random < 1:
-        raise NasError(f"--random must be at least 1, got {request.n_random}")
+    if request.n_random is not None and request.n_random < (0 if request.baselines else 1):
+        raise NasError(
+            f"--random must be at least 1 (0 only with --baseline: the searched network against named ones), "
+            f"got {request.n_random}"
+        )
+    seen = {request.searched.digest: "the searched network"}
+    for label, arch in request.baselines:
+        request.space.validate(arch, where=f"--baseline {label}")
+        if arch.digest in seen:
+            raise NasError(f"--baseline {label} is the same network as {seen[arch.digest]} (digest {arch.digest})")
+        seen[arch.digest] = f"--baseline {label}"
     if request.seeds < 1:
         raise NasError(f"--seeds must be at least 1, got {request.seeds}")
     if not 0 < request.tolerance < 1:
         raise NasError(f"--tolerance must be between 0 and 1, got {request.tolerance}")
     if request.target is not None and not request.target > 0:
         raise NasError(f"--target must be positive, got {request.target:g}")
+    for source in request.reuse_trainings:
+        if not (Path(source) / "plan.json").is_file():
+            raise NasError(f"--reuse-trainings {source}: not a comparison folder (no plan.json)")
 
 
 def _prepare(request: CompareRequest) -> _Prepared:
@@ -201,6 +216,7 @@ def _prepare(request: CompareRequest) -> _Prepared:
         random_from=str(request.random_from) if request.random_from else None,
         random_from_digest=reused_digest,
         target=request.target,
+        baselines=tuple(arch.digest for _, arch in request.baselines),
     )
     return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
 
@@ -221,6 +237,8 @@ def _train_and_report(
     if "random_from" in draws:
         reused = adopt_trainings(Path(draws["random_from"]["path"]), config, jobs)
         draws = {**draws, "random_from": {**draws["random_from"], "trainings_reused": reused}}
+    for source in request.reuse_trainings:
+        adopt_trainings(Path(source), config, jobs)
     trained = train_all(jobs, request.pool, clock)
     supernet_top1 = (
         supernet_accuracies(prepared.supernet_spec, prepared.supernet_context, [a for _, a in networks], out)
@@ -228,6 +246,10 @@ def _train_and_report(
         else [None] * len(networks)
     )
     rows = _rows(networks, trained, supernet_top1, len(seeds), prepared, config.img_size)
+    for row in rows:
+        if row["kind"] == "baseline":  # compared at equal cost only inside the band
+            row["in_band"] = objective.in_band(prepared.cost(ArchConfig.from_dict(row["arch"])), config.tolerance)
+            row["band"] = list(objective.band(config.tolerance))
     result = {
         "objective": {"name": objective.name, "target": objective.target},
         **({"target_given": True} if config.target is not None else {}),
@@ -246,15 +268,33 @@ def _train_and_report(
     }
     write_text_atomic(out / "compare.csv", to_csv(rows))
     write_text_atomic(out / "compare.md", to_markdown(result))
-    plot(rows, prepared.table is not None, out / "compare.png", objective, result["summary"]["frontier"])
+    plot(rows, prepared.table is not None, out / "compare.png", objective, result["summary"].get("frontier"))
     folder.write_result(result)
     return result
 
 
 def comparison_summary(rows: list[dict], with_supernet: bool) -> dict[str, Any]:
     """A comparison's ``summary`` from its rows alone: what :func:`compare` writes and :func:`rejudge`
-    recomputes, so a finished comparison can be judged again by the current statistics."""
-    return {**searched_vs_random(rows, with_supernet=with_supernet), "frontier": random_frontier(rows)}
+    recomputes, so a finished comparison can be judged again by the current statistics. The searched network
+    against the random ones (and their frontier), and against each named baseline (``vs_baselines``)."""
+    searched = rows[0]
+    randoms = [r for r in rows[1:] if r.get("kind", "random") == "random"]
+    if randoms:
+        summary = {
+            **searched_vs_random([searched, *randoms], with_supernet=with_supernet),
+            "frontier": random_frontier([searched, *randoms]),
+        }
+    else:  # --random 0: only named baselines
+        summary = {
+            "searched_top1": searched["top1"],
+            "networks": len(rows),
+            "seeds": len(searched["top1_seeds"]),
+            "pooled_seed_std": pooled_std([r["top1_seeds"] for r in rows]),
+        }
+    baselines = [r for r in rows[1:] if r.get("kind") == "baseline"]
+    if baselines:
+        summary["vs_baselines"] = searched_vs_baselines(searched, baselines)
+    return summary
 
 
 def rejudge(out: str | Path) -> dict[str, Any]:
@@ -278,7 +318,7 @@ def rejudge(out: str | Path) -> dict[str, Any]:
     write_json(path, result)
     write_text_atomic(out / "compare.md", to_markdown(result))
     with_latency = all(r.get("latency_ms") is not None for r in rows)
-    plot(rows, with_latency, out / "compare.png", objective, result["summary"]["frontier"])
+    plot(rows, with_latency, out / "compare.png", objective, result["summary"].get("frontier"))
     return result
 
 
@@ -315,7 +355,7 @@ def _rows(
         rows.append(
             {
                 "network": name,
-                "kind": "searched" if name == "searched" else "random",
+                "kind": network_kind(name),
                 "top1": mean_std(top1s)[0],
                 "top1_std": mean_std(top1s)[1],
                 "top1_seeds": top1s,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,10 +90,29 @@ def reused_networks(path: str | Path, space: SearchSpace) -> tuple[list[tuple[st
     return networks, file_digest(plan_path)
 
 
+def network_kind(name: str) -> str:
+    """A comparison network's kind from its name: ``searched``, ``random`` (``random-K``) or ``baseline``."""
+    if name == "searched":
+        return "searched"
+    return "random" if name.startswith("random-") else "baseline"
+
+
+def baseline_name(label: str) -> str:
+    """The name a ``--baseline`` takes in a comparison (its row, ``archs/NAME.yaml``, ``runs/NAME-seedK``): a
+    member's own name, or an arch YAML's file stem (its folder's name for an ``arch.yaml``), in file-safe
+    characters and never a searched or random network's name."""
+    path = Path(label)
+    stem = (
+        path.parent.name if path.suffix in (".yaml", ".yml") and path.stem == "arch" and path.parent.name else path.stem
+    )
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "baseline"
+    return name if network_kind(name) == "baseline" else f"baseline-{name}"
+
+
 def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objective, list[tuple[str, ArchConfig]], dict]:
-    """The budget (``--target``, else the searched network's own), the networks (the searched one, then the
-    random ones) and how the random ones were chosen: drawn from :func:`draw_seed`, or reused from
-    ``random_from`` after checking that each meets this budget."""
+    """The budget (``--target``, else the searched network's own), the networks (the searched one, the
+    random ones, then the named baselines) and how the random ones were chosen: drawn from :func:`draw_seed`,
+    or reused from ``random_from`` after checking that each meets this budget."""
     searched, cost, config = request.searched, prepared.cost, prepared.config
     target = request.target if request.target is not None else Objective(request.objective, 1.0).value(cost(searched))
     objective = Objective(request.objective, target)
@@ -101,6 +121,8 @@ def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objecti
         for name, arch in prepared.reused[: config.random]:
             require_in_band(request.random_from, name, arch, searched, objective, cost, config.tolerance)
         draws = {"random_from": {"path": config.random_from, "plan_digest": config.random_from_digest}}
+    elif config.random == 0:  # only baselines
+        randoms, draws = [], {}
     else:
         seed = draw_seed(searched.digest, config.seed)
         randoms = sample_within_budget(
@@ -113,7 +135,13 @@ def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objecti
             exclude={searched.digest},
         )
         draws = {"draw_seed": seed}
-    return objective, [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)], draws
+    baselines = [(baseline_name(label), arch) for label, arch in request.baselines]
+    names = [name for name, _ in baselines]
+    for name in names:
+        if names.count(name) > 1:
+            raise NasError(f"--baseline: two baselines are both named {name}; give arch YAMLs distinct names")
+    networks = [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)] + baselines
+    return objective, networks, draws
 
 
 def require_in_band(source, name: str, arch: ArchConfig, searched: ArchConfig, objective: Objective, cost, tolerance):
@@ -140,6 +168,8 @@ def saved_plan(folder: RunFolder, saved: dict) -> tuple[Objective, list[tuple[st
             draws = {"random_from": saved["random_from"]}
         elif "draw_seed" in saved:
             draws = {"draw_seed": int(saved["draw_seed"])}
+        elif not any(network_kind(n) == "random" for n, _ in networks):
+            draws = {}  # only baselines
         else:
             draws = {"draw_seed": int(saved["config"]["seed"]), "seed_only": True}
         return objective, networks, draws
@@ -169,6 +199,7 @@ def adopt_trainings(source: Path, config: CompareRunConfig, jobs: list[FixedTrai
         for network in plan["networks"]:
             for k in range(int(other.get("seeds", 1))):
                 runs[(network["digest"], int(other["seed"]) + k)] = source / "runs" / seed_run_name(network["name"], k)
+        recorded = _recorded_top1(source, int(other["seed"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise NasError(f"{source / PLAN}: corrupt plan ({type(exc).__name__}: {exc})") from None
     reused = 0
@@ -178,9 +209,33 @@ def adopt_trainings(source: Path, config: CompareRunConfig, jobs: list[FixedTrai
             reused += 1
             continue
         origin = runs.get((job.arch.digest, job.seed)) if same_training else None
-        if origin is None or run.exists() or not RunFolder(origin).finished:
+        if origin is None or run.exists():
             continue
-        shutil.copytree(origin, run, ignore=shutil.ignore_patterns(".lock"))
-        write_json(run / REUSED_FROM, {"path": str(origin)})
+        if RunFolder(origin).finished:
+            shutil.copytree(origin, run, ignore=shutil.ignore_patterns(".lock"))
+            write_json(run / REUSED_FROM, {"path": str(origin)})
+        elif (job.arch.digest, job.seed) in recorded:
+            # The run folders of a committed comparison are not kept (docs/results/ holds its result.json):
+            # its recorded top-1 of this network and seed is the training's result.
+            name, top1 = recorded[job.arch.digest, job.seed]
+            where = {"path": str(source / "result.json"), "network": name, "seed": job.seed}
+            write_json(run / REUSED_FROM, {**where, "what": "the recorded top-1 of a finished comparison"})
+            RunFolder(run).write_result({"top1": top1, "top1_ema": None, "reused_result": where})
+        else:
+            continue
         reused += 1
     return reused
+
+
+def _recorded_top1(source: Path, first_seed: int) -> dict[tuple[str, int], tuple[str, float]]:
+    """(digest, seed) -> (network, top-1) of every training a finished comparison in ``source`` recorded in its
+    ``result.json`` rows (nothing when it has not finished)."""
+    path = source / "result.json"
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    return {
+        (row["digest"], first_seed + k): (row["network"], float(top1))
+        for row in rows
+        for k, top1 in enumerate(row["top1_seeds"])
+    }

@@ -31,7 +31,7 @@ def sources_words(
     draws: dict,
 ) -> dict[str, str]:
     """Where each column's numbers come from, in words (``trained``: every training's ``result.json``)."""
-    first = trained[0]
+    first = next((r for r in trained if "val" in r), trained[0])  # one trained here (not a recorded result)
     seeds = [config.seed + k for k in range(config.seeds)]
     sources = {
         "accuracy": f"top-1 on {first['val']} ({first['val_images']} images) after training from scratch for "
@@ -44,13 +44,26 @@ def sources_words(
         "head",
         "resolution": resolution_words(config.img_size, recipe.img_size),
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
-        "sampling": f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of "
-        f"{'--target' if config.target is not None else 'the searched network'}'s {objective.name} "
-        f"{objective.target:.4g} on the side that meets it; " + draws_words(draws),
+        "sampling": (
+            f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of "
+            f"{'--target' if config.target is not None else 'the searched network'}'s {objective.name} "
+            f"{objective.target:.4g} on the side that meets it; " + draws_words(draws)
+            if config.random
+            else "no random networks (--random 0): the searched network against named baselines only"
+        ),
         "frontier": "least squares of the random networks' mean top-1 against ln(MACs) and against predicted "
         "latency; the searched network's residual has a t-interval (k - 2 degrees of freedom) of the line at its "
         "cost plus its own seed noise",
     }
+    if config.baselines:
+        low, high = objective.band(config.tolerance)
+        sources["baselines"] = (
+            f"named networks of {space.name} (--baseline: the published variants a user would otherwise copy, or "
+            "arch YAMLs), trained from scratch with the same recipe, data and seeds; searched minus each by Welch's "
+            "t-interval and one-sided p-value, not adjusted across baselines (each answers its own budget's "
+            f"question); a baseline outside the band {low:.4g} to {high:.4g} keeps its test but is marked: its cost "
+            "differs from the searched network's"
+        )
     if config.supernet:
         sources["supernet accuracy"] = (
             f"top-1 of the sub-network with the weights of supernet {config.supernet}, "
@@ -63,11 +76,14 @@ def hardware_words(trained: list[dict]) -> str:
     """Where a study's trainings ran, from each one's provenance: a GPU's name or the CPU, with torch's
     version and how many trainings ran there (a study may train part of its networks on another machine,
     docs/results/studies/trainings_elsewhere.py)."""
-    places = Counter(_machine_words(result.get("provenance", {})) for result in trained)
+    places = Counter(_machine_words(result) for result in trained)
     return "trained on " + "; ".join(f"{where}: {n} of {len(trained)} trainings" for where, n in places.items())
 
 
-def _machine_words(p: dict) -> str:
+def _machine_words(result: dict) -> str:
+    if "reused_result" in result:
+        return f"recorded by {Path(result['reused_result']['path']).parent} (its result.json)"
+    p = result.get("provenance", {})
     where = f"{p['cuda']} (CUDA)" if p.get("cuda") else f"the CPU ({p.get('cpus', '?')} cores)"
     return f"{where}, torch {p.get('torch', '?')}"
 
@@ -139,7 +155,7 @@ def table_lines(rows: list[dict]) -> list[str]:
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        name = f"**{r['network']}**" if r["kind"] == "searched" else r["network"]
+        name = _network_cell(r)
         spread = f" ± {100 * r['top1_std']:.2f}" if len(r.get("top1_seeds", [])) > 1 else ""
         cells = [name, _fmt(100 * r["top1"], ".2f") + spread]
         if ema:
@@ -156,6 +172,13 @@ def table_lines(rows: list[dict]) -> list[str]:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _network_cell(row: dict) -> str:
+    """A network's name as the tables show it: the searched one in bold, a named baseline in italics."""
+    if row["kind"] == "searched":
+        return f"**{row['network']}**"
+    return f"*{row['network']}*" if row["kind"] == "baseline" else row["network"]
 
 
 def _p(p: float | None) -> str:
@@ -196,6 +219,8 @@ def summary_line(result: dict) -> str:
     intervals and p-values, the verdict on beating every random network with its p-value, and the
     supernet's Kendall's tau when there are."""
     s = result["summary"]
+    if "random_top1_mean" not in s:  # --random 0: only baselines
+        return "; ".join([f"searched {100 * s['searched_top1']:.2f}%", *baseline_words(result)])
     line = (
         f"searched {100 * s['searched_top1']:.2f}% vs random {100 * s['random_top1_mean']:.2f}% "
         f"+- {100 * s['random_top1_std']:.2f}% (mean +- std of {s['networks'] - 1}; best "
@@ -220,7 +245,80 @@ def summary_line(result: dict) -> str:
     if "kendall_tau_supernet_vs_scratch" in s:
         tau = s["kendall_tau_supernet_vs_scratch"]
         line += f"; Kendall's tau, supernet vs from-scratch ranking: {'-' if tau is None else format(tau, '.2f')}"
-    return line
+    return "; ".join([line, *baseline_words(result)])
+
+
+def baseline_words(result: dict) -> list[str]:
+    """The searched network against each named baseline, one clause each: the margin with its interval,
+    whether the interval lies above zero, or that the baseline lies outside the band (and its cost)."""
+    tests = result["summary"].get("vs_baselines", [])
+    rows = {r["network"]: r for r in result.get("rows", [])} if tests else {}
+    clauses = []
+    for test in tests:
+        row = rows[test["network"]]
+        margin = _margin_words(
+            {
+                "m": test["estimate"],
+                "m_ci": test["ci"],
+                "m_p": test["p"],
+                "m_reason": test["reason"],
+                "ci_level": test["ci_level"],
+            },
+            "m",
+        )
+        if test["ci"] is None:
+            verdict = "not judged"
+        elif test["ci"][0] > 0:
+            verdict = "better: the interval lies above zero"
+        elif test["ci"][1] < 0:
+            verdict = "worse: the interval lies below zero"
+        else:
+            verdict = "not told apart: the interval spans zero"
+        clause = f"against {row['network']} ({100 * row['top1']:.2f}%): {margin}, {verdict}"
+        if test.get("in_band") is False:
+            clause += f" (but {row['network']} lies outside the band, {_cost_words(row, result)}: not equal cost)"
+        clauses.append(clause)
+    return clauses
+
+
+def _cost_words(row: dict, result: dict) -> str:
+    """A baseline's objective value against the band, e.g. ``latency 1.590 ms, band 1.140 to 1.200``."""
+    name = result["objective"]["name"]
+    value = {"latency": row.get("latency_ms"), "mes": row.get("mes"), "params": row.get("params")}.get(name)
+    low, high = row.get("band") or (None, None)
+    unit = {"latency": " ms", "params": " parameters"}.get(name, "")
+    shown = "-" if value is None else f"{value:.4g}"
+    return f"{name} {shown}{unit}, band {low:.4g} to {high:.4g}" if low is not None else f"{name} {shown}{unit}"
+
+
+def baseline_lines(result: dict) -> list[str]:
+    """compare.md's section on the named baselines: per baseline its top-1, predicted cost, whether it lies
+    in the band, and searched minus it with Welch's interval ([] without baselines)."""
+    tests = result["summary"].get("vs_baselines")
+    if not tests:
+        return []
+    rows = {r["network"]: r for r in result["rows"]}
+    level = int(round(100 * tests[0]["ci_level"]))
+    lines = [
+        "## The searched network against the named baselines",
+        "",
+        f"| baseline | top-1 (%) | latency (ms, interval) | params (M) | in the band | searched minus (points) | "
+        f"{level}% CI (Welch) | one-sided p |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for test in tests:
+        r = rows[test["network"]]
+        spread = f" ± {100 * r['top1_std']:.2f}" if len(r.get("top1_seeds", [])) > 1 else ""
+        latency = _fmt(r.get("latency_ms"), ".3f") + (
+            " ({:.3f}–{:.3f})".format(*r["latency_interval_ms"]) if r.get("latency_interval_ms") else ""
+        )
+        band = "yes" if test.get("in_band") else f"no ({_cost_words(r, result)})"
+        ci = test["reason"] if test["ci"] is None else f"{100 * test['ci'][0]:+.2f} to {100 * test['ci'][1]:+.2f}"
+        lines.append(
+            f"| *{r['network']}* | {100 * r['top1']:.2f}{spread} | {latency} | {r['params'] / 1e6:.3f} | {band} | "
+            f"{100 * test['estimate']:+.2f} | {ci} | {'-' if test['p'] is None else format(test['p'], '.3f')} |"
+        )
+    return [*lines, ""]
 
 
 def welch_lines(summary: dict) -> list[str]:
@@ -263,6 +361,7 @@ def to_markdown(result: dict) -> str:
         *table_lines(result["rows"]),
         "",
         *([*tests, ""] if tests else []),
+        *baseline_lines(result),
         summary_line(result) + ".",
         "",
         *frontier_lines(result),
@@ -339,7 +438,7 @@ def frontier_lines(result: dict) -> list[str]:
     lines = ["## Where each network sits on cost", "", head, "|" + "---|" * (head.count("|") - 1)]
     for i in sorted(range(n), key=lambda i: -(rows[i].get("macs") or 0)):
         r = rows[i]
-        cells = [f"**{r['network']}**" if r["kind"] == "searched" else r["network"], _fmt(100 * r["top1"], ".2f")]
+        cells = [_network_cell(r), _fmt(100 * r["top1"], ".2f")]
         for k in costs:
             cells += [_fmt(r[k] * _COSTS[k][4], _COSTS[k][3]), str(_cost_rank(rows, i, k))]
         cells.append(_fmt(r.get("mes"), ".1f"))
@@ -350,28 +449,30 @@ def frontier_lines(result: dict) -> list[str]:
         "",
         (f"The searched network has {' and '.join(where)}." if where else ""),
         "",
-        f"The random frontier, the {n - 1} random networks' mean top-1 fitted by least squares against each cost:",
+        f"The random frontier, the {sum(r['kind'] == 'random' for r in rows)} random networks' mean top-1 fitted by "
+        "least squares against each cost:",
         "",
     ]
     lines += [_frontier_words(name, fit) for name, fit in frontier.items()]
     return lines + [""]
 
 
+#: How compare.png draws each kind of network: marker, size, colour, legend label.
+_STYLE = {
+    "searched": ("*", 160, "tab:red", "searched"),
+    "random": ("o", 40, "tab:blue", None),
+    "baseline": ("D", 60, "tab:green", "named baseline"),
+}
+
+
 def _frontier_panel(ax, rows: list[dict], fit: dict) -> None:
     """Top-1 against MACs with the random networks' line (fitted against ln MACs), when there is one."""
     for r in rows:
-        searched = r["kind"] == "searched"
-        ax.scatter(
-            r["macs"] / 1e6,
-            100 * r["top1"],
-            marker="*" if searched else "o",
-            s=160 if searched else 40,
-            color="tab:red" if searched else "tab:blue",
-            zorder=3,
-        )
+        marker, size, colour, _ = _STYLE[r["kind"]]
+        ax.scatter(r["macs"] / 1e6, 100 * r["top1"], marker=marker, s=size, color=colour, zorder=3)
     if fit.get("estimable"):
         line = lambda m: 100 * (fit["intercept"] + fit["slope"] * np.log(m))  # noqa: E731
-        randoms = [r["macs"] for r in rows[1:]]
+        randoms = [r["macs"] for r in rows if r["kind"] == "random"]
         inside = np.geomspace(min(randoms), max(randoms), 50)
         ax.plot(
             inside / 1e6, line(inside), color="tab:blue", alpha=0.6, label="random frontier (least squares on ln MACs)"
@@ -402,8 +503,9 @@ def plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective,
     )
     fig, (ax, mac_ax) = plt.subplots(1, 2, figsize=(11, 4))
     _frontier_panel(mac_ax, rows, (frontier or {}).get("log_macs", {}))
+    labelled = set()
     for r in rows:
-        searched = r["kind"] == "searched"
+        marker, size, colour, label = _STYLE[r["kind"]]
         x = r[key] / (1 if with_latency else 1e6)
         ax.errorbar(
             x, 100 * r["top1"], yerr=100 * r.get("top1_std", 0.0), fmt="none", ecolor="gray", capsize=3, zorder=2
@@ -411,16 +513,21 @@ def plot(rows: list[dict], with_latency: bool, path: Path, objective: Objective,
         ax.scatter(
             x,
             100 * r["top1"],
-            marker="*" if searched else "o",
-            s=160 if searched else 40,
-            color="tab:red" if searched else "tab:blue",
+            marker=marker,
+            s=size,
+            color=colour,
             zorder=3,
-            label="searched" if searched else None,
+            label=label if label not in labelled else None,
         )
+        labelled.add(label)
         ax.annotate(r["network"], (x, 100 * r["top1"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_xlabel(label if with_latency else "parameters (M)")
     ax.set_ylabel("top-1 (%), from scratch, mean ± std over seeds")
-    ax.set_title(f"searched vs random at {objective.name} {objective.target:.4g}")
+    kinds = {r["kind"] for r in rows}
+    against = " and ".join(
+        k for k, present in (("random", "random" in kinds), ("named", "baseline" in kinds)) if present
+    )
+    ax.set_title(f"searched vs {against or 'random'} at {objective.name} {objective.target:.4g}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()

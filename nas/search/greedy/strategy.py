@@ -58,6 +58,18 @@ class GreedyStrategy:
         """Refuse a checkpoint whose family moves cannot be read, before the run folder exists."""
         family_actions(space, objective, checkpoint)
 
+    def continue_from(self, previous: Path, run: Path) -> bool:
+        """A family's next (harder) target continues the previous target's path (EfficientFormerV2 §4.2.3:
+        one slimming path, a network recorded as each target is met): its state and log are copied into
+        ``run``, which then resumes from them. Returns whether there was a state to continue."""
+        state = previous / "state.json"
+        if not state.is_file():
+            return False
+        write_text_atomic(run / "state.json", state.read_text(encoding="utf-8"))
+        if (previous / "search.jsonl").is_file():
+            write_text_atomic(run / "search.jsonl", (previous / "search.jsonl").read_text(encoding="utf-8"))
+        return True
+
     def run(self, context: SearchContext, options: GreedyOptions) -> StrategyOutcome:
         """Slim to the target (continuing the saved state on resume), saving the state after every step."""
         run, cost, config, clock = context.run, context.cost, context.config, context.clock
