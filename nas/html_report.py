@@ -256,7 +256,17 @@ def compare_section(run: Path) -> str:
         [text_cell(k), text_cell("-" if v is None else ", ".join(f"{x:.4g}" for x in v))]
         if isinstance(v, list) and all(isinstance(x, float) for x in v)
         else [text_cell(k), number(v, ".4g", key=f"summary.{k}")]
-        for k, v in _flat({k: v for k, v in s.items() if k != "vs_random"}).items()
+        for k, v in _flat({k: v for k, v in s.items() if k not in ("vs_random", "vs_baselines")}).items()
+    ]
+    baselines = [
+        [
+            text_cell(t["network"]),
+            text_cell("yes" if t.get("in_band") else "no"),
+            number(t["estimate"], ".2f", 100, key="vs_baselines.estimate"),
+            text_cell(t["reason"] if t["ci"] is None else f"{100 * t['ci'][0]:+.2f} to {100 * t['ci'][1]:+.2f}"),
+            number(t["p"], ".3f", key="vs_baselines.p"),
+        ]
+        for t in s.get("vs_baselines", [])
     ]
     tests = [
         [
@@ -296,6 +306,16 @@ def compare_section(run: Path) -> str:
                 )
             ]
             if tests
+            else []
+        ),
+        *(
+            [
+                table(
+                    ["searched minus baseline", "in the band", "difference (points)", "95% CI (Welch)", "one-sided p"],
+                    baselines,
+                )
+            ]
+            if baselines
             else []
         ),
         "<h3>Where the numbers come from</h3>",
@@ -340,6 +360,16 @@ def sections(run: Path, kind: str) -> list[str]:
                 out.append(config_section(result["importance"], "Block importance (EfficientFormer α)"))
         else:
             out.append("<p>No result yet: the run has not finished.</p>")
+        return out
+    if kind == "search" and (run / "targets").is_dir():  # a family: one network per target
+        out = [config_section(read_yaml(run / "config.yaml", "run config"))]
+        if (run / "family.png").exists():
+            out.append(png_file(run / "family.png"))
+        for target in sorted((run / "targets").iterdir(), key=lambda p: p.name):
+            out.append(_render("heading", f"Target {target.name}", 1))
+            out.append(trajectory_section(target))
+            if (target / "result.json").exists():
+                out.append(result_section(_read_json(target / "result.json")))
         return out
     if kind == "search":
         out = [config_section(read_yaml(run / "config.yaml", "run config")), trajectory_section(run)]

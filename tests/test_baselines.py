@@ -40,6 +40,8 @@ def test_baselines_train_beside_the_searched_network_and_are_tested(tiny_search,
     assert "outside the band" in text
     assert "no random networks (--random 0)" in result["sources"]["sampling"]
     assert "baselines" in result["sources"] and (out / "compare.png").stat().st_size > 0
+    assert main(["report", str(out)]) == 0 and "searched minus baseline" in (out / "report.html").read_text()
+    capsys.readouterr()
     plan = json.loads((out / "plan.json").read_text())
     assert plan["config"]["baselines"] == [
         rows[n]["digest"] for n in ("efficientformerv2_tiny_min", "baseline-random-0")

@@ -52,6 +52,11 @@ def test_a_greedy_family_is_one_path_and_costs_its_hardest_search(tiny_supernet,
     again = json.loads(capsys.readouterr().out)
     assert [m["digest"] for m in again["members"]] == [m["digest"] for m in members]
     assert again["evaluations"] == family["evaluations"] and again["members"] == members
+    # The report shows the family's picture and every target's search.
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert page.count("Target ") >= 3 and "data:image/png" in page
+    capsys.readouterr()
     # A member by target, for nas train and nas compare.
     assert member_arch_path(f"{run}@470") == str(run / "targets" / "470" / "arch.yaml")
     assert member_arch_path(f"{run}@470.0") == str(run / "targets" / "470" / "arch.yaml")

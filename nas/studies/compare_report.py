@@ -51,10 +51,13 @@ def sources_words(
             if config.random
             else "no random networks (--random 0): the searched network against named baselines only"
         ),
-        "frontier": "least squares of the random networks' mean top-1 against ln(MACs) and against predicted "
-        "latency; the searched network's residual has a t-interval (k - 2 degrees of freedom) of the line at its "
-        "cost plus its own seed noise",
     }
+    if config.random:
+        sources["frontier"] = (
+            "least squares of the random networks' mean top-1 against ln(MACs) and against predicted "
+            "latency; the searched network's residual has a t-interval (k - 2 degrees of freedom) of the line at "
+            "its cost plus its own seed noise"
+        )
     if config.baselines:
         low, high = objective.band(config.tolerance)
         sources["baselines"] = (
@@ -342,6 +345,13 @@ def welch_lines(summary: dict) -> list[str]:
     return lines
 
 
+def _against_words(rows: list[dict]) -> str:
+    """What the searched network is set against: "random sub-networks", "named baselines" or both."""
+    kinds = {r["kind"] for r in rows}
+    words = [w for k, w in (("random", "random sub-networks"), ("baseline", "named baselines")) if k in kinds]
+    return " and ".join(words) or "random sub-networks"
+
+
 def to_markdown(result: dict) -> str:
     """``compare.md``: the budget, the table, the tests against each random network, the summary line
     with the verdict and where the numbers come from."""
@@ -349,7 +359,7 @@ def to_markdown(result: dict) -> str:
     s = result["summary"]
     tests = welch_lines(s)
     lines = [
-        f"# Searched vs random sub-networks of {result['space']}",
+        f"# Searched vs {_against_words(result['rows'])} of {result['space']}",
         "",
         f"Budget: {objective['name']} {objective['target']:.4g} "
         + (

@@ -24,6 +24,7 @@ DATA=${DATA:-../shared/data/cifar10}
 SEEDS=${SEEDS:-0 1}
 STAGE=${STAGE:-all}
 TARGETS=(1.084 1.2 1.591)
+ORDER=${ORDER:-1.2 1.084 1.591}  # the comparisons' order: S1's budget first (the committed random networks)
 declare -A VARIANT=([1.084]=efficientformerv2_s0 [1.2]=efficientformerv2_s1 [1.591]=efficientformerv2_s2)
 budget=(--objective latency --device iphone12)
 training=(--recipe cifar10-rank --epochs 4 --train-images 20000)
@@ -44,7 +45,7 @@ for seed in $SEEDS; do
         --strategy evolution --set "include=$include" --search-images 1000 --bn-calib-batches 2 \
         --run "$evolution" --seed 0
     [ "$STAGE" = searches ] && continue
-    for target in "${TARGETS[@]}"; do
+    for target in $ORDER; do
         random=(--random 0)
         [ "$target" = 1.2 ] && random=(--random-from "docs/results/compare-v2-main-32px-seed$seed-lat224")
         for family in "$greedy" "$evolution"; do
