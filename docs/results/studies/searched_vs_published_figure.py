@@ -3,7 +3,8 @@ scratch against predicted iPhone 12 latency, the published variants (EfficientFo
 and each supernet seed's searched family (greedy slimming, evolution) as another, every point with its 95%
 t-interval over training seeds. It reads only the committed comparisons in ``docs/results/``.
 
-    python docs/results/studies/searched_vs_published_figure.py   # writes searched-vs-published.png beside it
+    python docs/results/studies/searched_vs_published_figure.py           # writes searched-vs-published.png and .md
+    python docs/results/studies/searched_vs_published_figure.py --check   # exit 1 if the page is not what the files say
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[1]
 PICTURE = Path(__file__).with_name("searched-vs-published.png")
+PAGE = Path(__file__).with_name("searched-vs-published.md")
 # The study's comparisons: one per supernet seed, strategy and budget (the target, in ms).
 STUDY = re.compile(r"published-v2-main-32px-seed(\d+)-(greedy|evolution)-([0-9.]+)$")
 STRATEGIES = {"greedy": ("tab:orange", "s"), "evolution": ("tab:blue", "o")}
@@ -105,17 +107,81 @@ def draw(points: dict, path: Path = PICTURE) -> None:
     plt.close(fig)
 
 
-def main() -> int:
-    """Draw the picture from the committed comparisons and print each test; 2 when there is none yet."""
+def verdict(test: dict) -> str:
+    """Searched minus its variant in words: better or worse where the interval excludes zero."""
+    if test["ci"] is None:
+        return "not judged (one seed)"
+    if test["ci"][0] > 0:
+        return "**searched better**"
+    if test["ci"][1] < 0:
+        return "**variant better**"
+    return "not told apart"
+
+
+def page(points: dict, results: Path = RESULTS) -> str:
+    """``searched-vs-published.md``: one row per committed comparison of the study (supernet seed, strategy,
+    budget): both networks' top-1 over their seeds, the margin with its 95% Welch interval, and the verdict;
+    then the family searches' evaluations and every comparison's wall time."""
+    lines = [
+        "# Searched families against the published variants",
+        "",
+        "Rendered by `docs/results/studies/searched_vs_published_figure.py` from the committed comparisons",
+        "(`docs/results/published-*`); the study is `docs/results/studies/searched-vs-published.sh` (issue 59).",
+        "Top-1 on CIFAR-10's 10,000 test images at 32 px after 4 epochs on 20,000 training images (`cifar10-rank`),",
+        "mean over training seeds; latency predicted for an iPhone 12 at 224 px (a cost model, not a measurement).",
+        "",
+        "| supernet seed | strategy | budget (ms) | searched top-1 (%) | variant | variant top-1 (%) | "
+        "searched minus variant (points) | 95% CI (Welch) | seeds | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = {(t["seed"], t["strategy"], t["target"]): t for t in points["tests"]}
+    searched = {(seed, strategy, r["target"]): r for (seed, strategy), rs in points["searched"].items() for r in rs}
+    for key in sorted(rows, key=lambda k: (k[2], k[0], k[1])):
+        t, r = rows[key], searched[key]
+        variant = points["published"][t["network"]]
+        ci = "-" if t["ci"] is None else f"{100 * t['ci'][0]:+.2f} to {100 * t['ci'][1]:+.2f}"
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2]:g} | {100 * r['top1']:.2f} | {t['network']} | "
+            f"{100 * variant['top1']:.2f} | {100 * t['estimate']:+.2f} | {ci} | {len(r['top1_seeds'])} | "
+            f"{verdict(t)} |"
+        )
+    families = sorted(results.glob("family-v2-main-32px-seed*"))
+    if families:
+        lines += [
+            "",
+            "| family search | strategy | evaluations | per target (new) | wall time (s) |",
+            "|---|---|---|---|---|",
+        ]
+        for folder in families:
+            result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+            wall = json.loads((folder / "wall.json").read_text(encoding="utf-8"))
+            per = ", ".join(f"{m['target']:g}: {m['new_evaluations']}" for m in result["members"])
+            seconds = sum(s["seconds"] for s in wall["sessions"])
+            lines.append(f"| {folder.name} | {result['strategy']} | {result['evaluations']} | {per} | {seconds:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Draw the picture and write the page from the committed comparisons (``--check``: only compare the page);
+    2 when there is no comparison yet."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed page differs")
+    args = parser.parse_args(argv)
     points = study_points()
     if not points["searched"]:
         print("no committed comparison of the study yet", file=sys.stderr)
         return 2
+    text = page(points)
+    if args.check:
+        return 0 if PAGE.is_file() and PAGE.read_text(encoding="utf-8") == text else 1
     draw(points)
+    PAGE.write_text(text, encoding="utf-8")
     for t in points["tests"]:
         ci = "not estimable" if t["ci"] is None else f"{100 * t['ci'][0]:+.2f} to {100 * t['ci'][1]:+.2f}"
         print(f"{t['comparison']}: searched minus {t['network']} {100 * t['estimate']:+.2f} points (95% CI {ci})")
-    print(f"wrote {PICTURE}")
+    print(f"wrote {PICTURE} and {PAGE}")
     return 0
 
 
