@@ -278,15 +278,32 @@ def searched_vs_baselines(searched: dict, baselines: Sequence[dict], level: floa
     out = []
     for row in baselines:
         test = welch(searched["top1_seeds"], row["top1_seeds"], level)
+        sd = pooled_std([searched["top1_seeds"], row["top1_seeds"]])
         out.append(
             {
                 "network": row["network"],
                 **{k: test[k] for k in ("estimate", "ci", "dof", "p", "reason")},
                 "ci_level": level,
                 "in_band": row.get("in_band"),
+                "seeds_needed": seeds_to_resolve(test["estimate"], sd, level),
             }
         )
     return out
+
+
+def seeds_to_resolve(margin: float, seed_std: float, level: float = LEVEL, most: int = 100) -> int | None:
+    """Training seeds per network for a two-sample t-interval at ``level`` to exclude zero, if the true margin
+    were ``margin`` and each network's seed noise ``seed_std``: the smallest n whose half-width
+    t(2n - 2) * std * sqrt(2 / n) lies below ``|margin|`` (None: none up to ``most``, or no noise measured). What a
+    comparison says of how many seeds its margin needs; a planning figure, not a test."""
+    from scipy import stats
+
+    if not seed_std > 0 or margin == 0:
+        return None
+    for n in range(2, most + 1):
+        if stats.t.ppf(0.5 + level / 2, 2 * n - 2) * seed_std * math.sqrt(2 / n) < abs(margin):
+            return n
+    return None
 
 
 def correlation_interval(

@@ -101,3 +101,20 @@ def test_searched_vs_baselines_keeps_each_test_unadjusted():
     assert [t["network"] for t in tests] == ["s1", "s2"] and [t["in_band"] for t in tests] == [True, False]
     assert tests[0]["ci"][0] > 0 and tests[1]["ci"][1] < 0
     assert tests[0]["p"] == welch(searched["top1_seeds"], rows[0]["top1_seeds"])["p"]
+
+
+def test_a_comparison_says_how_many_seeds_its_margin_needs():
+    from scipy import stats
+
+    from nas.stats import seeds_to_resolve
+
+    n = seeds_to_resolve(0.01, 0.01)
+    half = lambda k: stats.t.ppf(0.975, 2 * k - 2) * 0.01 * (2 / k) ** 0.5  # noqa: E731
+    assert half(n) < 0.01 <= half(n - 1)
+    assert seeds_to_resolve(-0.01, 0.01) == n  # either sign
+    assert seeds_to_resolve(0.0, 0.01) is None and seeds_to_resolve(0.01, 0.0) is None
+    assert seeds_to_resolve(0.0001, 0.05) is None  # beyond 100 seeds
+    tests = searched_vs_baselines(
+        {"top1_seeds": [0.62, 0.63, 0.64]}, [{"network": "s1", "top1_seeds": [0.61, 0.62, 0.63]}]
+    )
+    assert tests[0]["seeds_needed"] == seeds_to_resolve(0.01, 0.01)

@@ -464,3 +464,21 @@ def test_the_study_picture_shows_every_committed_comparison_of_the_study(tmp_pat
         assert abs(pooled["estimate"] - sum(margins) / len(margins)) < 1e-12
         low, high = pooled["ci"]
         assert f"comparisons **{100 * pooled['estimate']:+.2f}** ({100 * low:+.2f} to {100 * high:+.2f})" in page
+
+
+def test_the_searched_vs_published_page_and_picture_are_what_the_committed_comparisons_say(tmp_path):
+    """``searched_vs_published_figure.py`` (issue 59): its page lists every committed comparison of the study with
+    the Welch test its result.json holds, and its picture draws them beside the published variants."""
+    figure = _generator(RESULTS / "studies" / "searched_vs_published_figure.py")
+    points = figure.study_points()
+    committed = {f.name for f in RESULTS.glob("published-v2-main-32px-seed*") if (f / "result.json").is_file()}
+    assert committed and {t["comparison"] for t in points["tests"]} == committed
+    assert figure.main(["--check"]) == 0, "run python docs/results/studies/searched_vs_published_figure.py"
+    page = figure.PAGE.read_text(encoding="utf-8")
+    for test in points["tests"]:
+        result = json.loads((RESULTS / test["comparison"] / "result.json").read_text(encoding="utf-8"))
+        (baseline,) = [r for r in result["rows"] if r["kind"] == "baseline"]
+        assert test["network"] == baseline["network"] and baseline["in_band"]  # each variant inside its budget's band
+        assert f"| {100 * test['estimate']:+.2f} |" in page
+    figure.draw(points, tmp_path / "study.png")
+    assert (tmp_path / "study.png").stat().st_size > 10_000 and figure.PICTURE.is_file()

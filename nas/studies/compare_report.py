@@ -278,6 +278,13 @@ def baseline_words(result: dict) -> list[str]:
         else:
             verdict = "not told apart: the interval spans zero"
         clause = f"against {row['network']} ({100 * row['top1']:.2f}%): {margin}, {verdict}"
+        if test["ci"] is not None and not (test["ci"][0] > 0 or test["ci"][1] < 0):
+            needed = test.get("seeds_needed")
+            clause += (
+                f" (at this seed noise about {needed} seeds per network would resolve a margin this size)"
+                if needed
+                else " (no number of seeds up to 100 would resolve a margin this size at this seed noise)"
+            )
         if test.get("in_band") is False:
             clause += f" (but {row['network']} lies outside the band, {_cost_words(row, result)}: not equal cost)"
         clauses.append(clause)
