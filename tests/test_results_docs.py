@@ -482,3 +482,21 @@ def test_the_searched_vs_published_page_and_picture_are_what_the_committed_compa
         assert f"| {100 * test['estimate']:+.2f} |" in page
     figure.draw(points, tmp_path / "study.png")
     assert (tmp_path / "study.png").stat().st_size > 10_000 and figure.PICTURE.is_file()
+
+
+def test_the_faqs_first_answer_states_every_committed_comparison_of_the_published_variants():
+    """docs/faq.md's first answer (issue 59) quotes each committed searched-vs-published comparison: both top-1s
+    and the margin with its 95% interval, as its result.json holds them."""
+    faq = " ".join((ROOT / "docs" / "faq.md").read_text(encoding="utf-8").split())
+    first = faq.split("## ")[1]
+    for folder in sorted(RESULTS.glob("published-v2-main-32px-seed*")):
+        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        (test,) = result["summary"]["vs_baselines"]
+        rows = {r["network"]: r for r in result["rows"]}
+        low, high = test["ci"]
+        for figure in (
+            f"{100 * rows['searched']['top1']:.2f}%",
+            f"{100 * rows[test['network']]['top1']:.2f}%",
+            f"{100 * test['estimate']:+.2f} points (95% interval {100 * low:+.2f} to {100 * high:+.2f})",
+        ):
+            assert figure in first, f"{folder.name}: {figure} not in the FAQ's first answer"

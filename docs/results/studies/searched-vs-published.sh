@@ -11,6 +11,11 @@
 #   SEEDS=1 bash docs/results/studies/searched-vs-published.sh     # one supernet seed's steps
 #   STAGE=searches bash docs/results/studies/searched-vs-published.sh   # supernets and family searches only
 #
+# A step whose folder is committed under docs/results/ (the same name) is done: later sessions, whose runs/ is
+# empty, take the committed family searches and reuse the committed comparisons' trainings (their recorded top-1).
+# A committed family's supernet is needed again only for the comparisons' supernet scores: without its run folder
+# they are left out (--supernet none).
+#
 # Per supernet seed: one family search with greedy slimming (one path from the largest network, a network
 # recorded as each target is met) and one with evolution started from greedy's three networks and the three
 # published variants (each band takes those inside it); then at each budget each searched network against its
@@ -31,29 +36,40 @@ training=(--recipe cifar10-rank --epochs 4 --train-images 20000)
 
 source docs/results/studies/step.sh  # step RUN_FOLDER COMMAND...: skipped when finished, else --resume
 
-compared=()  # every comparison so far: their trainings are reused by the later ones
+done_in_results() {  # done_in_results RUN_FOLDER: its committed copy under docs/results/ has finished
+    [ -f "docs/results/$(basename "$1")/result.json" ]
+}
+# The comparisons every later one may reuse trainings from: those committed, then those run here.
+mapfile -t compared < <(find docs/results -maxdepth 1 -name 'published-v2-main-32px-seed*' -type d | sort)
 for seed in $SEEDS; do
     supernet=runs/cifar10-v2-main-32px-seed$seed
     greedy=runs/family-v2-main-32px-seed$seed-greedy
     evolution=runs/family-v2-main-32px-seed$seed-evolution
-    step "$supernet" nas train-supernet efficientformerv2 --recipe cifar10-cpu --data "$DATA" \
-        --epochs 1 --warmup-epochs 0.2 --seed "$seed" --run "$supernet"
-    step "$greedy" nas search --supernet "$supernet" "${budget[@]}" --target "${TARGETS[@]}" --img-size 224 \
-        --strategy greedy --search-images 1000 --bn-calib-batches 2 --run "$greedy" --seed 0
-    include="[$(printf "$greedy@%s," "${TARGETS[@]}")efficientformerv2_s0,efficientformerv2_s1,efficientformerv2_s2]"
-    step "$evolution" nas search --supernet "$supernet" "${budget[@]}" --target "${TARGETS[@]}" --img-size 224 \
-        --strategy evolution --set "include=$include" --search-images 1000 --bn-calib-batches 2 \
-        --run "$evolution" --seed 0
+    if done_in_results "$greedy" && done_in_results "$evolution"; then
+        echo "done (committed): $greedy, $evolution"
+        greedy=docs/results/${greedy#runs/}; evolution=docs/results/${evolution#runs/}
+    else
+        step "$supernet" nas train-supernet efficientformerv2 --recipe cifar10-cpu --data "$DATA" \
+            --epochs 1 --warmup-epochs 0.2 --seed "$seed" --run "$supernet"
+        step "$greedy" nas search --supernet "$supernet" "${budget[@]}" --target "${TARGETS[@]}" --img-size 224 \
+            --strategy greedy --search-images 1000 --bn-calib-batches 2 --run "$greedy" --seed 0
+        include="[$(printf "$greedy@%s," "${TARGETS[@]}")efficientformerv2_s0,efficientformerv2_s1,efficientformerv2_s2]"
+        step "$evolution" nas search --supernet "$supernet" "${budget[@]}" --target "${TARGETS[@]}" --img-size 224 \
+            --strategy evolution --set "include=$include" --search-images 1000 --bn-calib-batches 2 \
+            --run "$evolution" --seed 0
+    fi
     [ "$STAGE" = searches ] && continue
+    scores=(); [ -f "$supernet/result.json" ] || scores=(--supernet none)
     for target in $ORDER; do
         random=(--random 0)
         [ "$target" = 1.2 ] && random=(--random-from "docs/results/compare-v2-main-32px-seed$seed-lat224")
         for family in "$greedy" "$evolution"; do
             out=runs/published-v2-main-32px-seed$seed-${family##*-}-$target
+            if done_in_results "$out"; then echo "done (committed): $out"; continue; fi
             reuse=(); [ ${#compared[@]} -gt 0 ] && reuse=(--reuse-trainings "${compared[@]}")
             step "$out" nas compare --searched "$family@$target" --baseline "${VARIANT[$target]}" "${random[@]}" \
                 "${budget[@]}" --target "$target" --price-size 224 --seeds 3 "${training[@]}" --data "$DATA" \
-                "${reuse[@]}" --out "$out" --seed 0
+                "${scores[@]}" "${reuse[@]}" --out "$out" --seed 0
             compared+=("$out")
         done
     done
