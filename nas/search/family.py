@@ -125,6 +125,7 @@ def search_family(request, strategy, prepared, pool, folder: RunFolder) -> dict[
     before = pool.searched
     named = _named_members(prepared, pool)
     named_evaluations = pool.searched - before  # those the search had not scored already
+    clock.tick()
     record = {
         "family": True,
         "strategy": request.strategy,
