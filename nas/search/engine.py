@@ -9,7 +9,9 @@ and random search their trials), and the chosen ``arch.yaml`` and ``result.json`
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,35 @@ def search(request: SearchRequest) -> SearchResult:
     runs; ``resume`` continues it only with the same settings (:class:`nas.runs.config.SearchRunConfig`)."""
     if len(request.targets) > 1:
         raise NasError("search() searches one target; search_family() several")
+
+    def one_target(strategy, prepared: _Prepared, pool: EvaluatorPool, folder: RunFolder) -> SearchResult:
+        context = SearchContext(
+            space=prepared.space,
+            pool=pool,
+            cost=prepared.cost,
+            objective=request.objective,
+            run=folder.path,
+            config=prepared.config,
+            clock=folder.clock(request.resume),
+            seed=request.seed,
+            resume=request.resume,
+            table=prepared.table,
+        )
+        return finalize(context, strategy.run(context, prepared.options), request.final)
+
+    return _in_run_folder(request, one_target)
+
+
+def search_family(request: SearchRequest) -> dict[str, Any]:
+    """Search the supernet for every target of ``request.targets`` in one run folder with one evaluation
+    cache (:mod:`nas.search.family`); every input is checked, every target's reachability included, before
+    the folder is created. Returns the family's ``result.json``."""
+    return _in_run_folder(request, functools.partial(run_family, request))
+
+
+def _in_run_folder(request: SearchRequest, body: Callable[..., Any]) -> Any:
+    """Check every input, open the evaluators and start the locked run folder, then ``body(strategy, prepared,
+    pool, folder)``: what a single search and a family search share."""
     strategy = get_strategy(request.strategy)
     prepared = _prepare(request, strategy)
     run = Path(request.run)
@@ -91,39 +122,7 @@ def search(request: SearchRequest) -> SearchResult:
     )
     try:
         with folder.start(prepared.config, request.resume):  # checked again, now that no one else writes
-            context = SearchContext(
-                space=prepared.space,
-                pool=pool,
-                cost=prepared.cost,
-                objective=request.objective,
-                run=run,
-                config=prepared.config,
-                clock=folder.clock(request.resume),
-                seed=request.seed,
-                resume=request.resume,
-                table=prepared.table,
-            )
-            outcome = strategy.run(context, prepared.options)
-            return finalize(context, outcome, request.final)
-    finally:
-        pool.close()
-
-
-def search_family(request: SearchRequest) -> dict[str, Any]:
-    """Search the supernet for every target of ``request.targets`` in one run folder with one evaluation
-    cache (:mod:`nas.search.family`); every input is checked, every target's reachability included, before
-    the folder is created. Returns the family's ``result.json``."""
-    strategy = get_strategy(request.strategy)
-    prepared = _prepare(request, strategy)
-    run = Path(request.run)
-    folder = RunFolder(run, SEARCH)
-    folder.check(prepared.config, request.resume)
-    pool = EvaluatorPool(
-        prepared.spec, request.workers, request.ray_address, DiskCache(run / "evaluations.jsonl", prepared.context)
-    )
-    try:
-        with folder.start(prepared.config, request.resume):
-            return run_family(request, strategy, prepared, pool, folder)
+            return body(strategy, prepared, pool, folder)
     finally:
         pool.close()
 
