@@ -172,9 +172,11 @@ def main() -> None:
         "steps": steps,
         "smoke": smoke,
         "date": time.strftime("%Y-%m-%d"),
+        # a tree copied to a GPU machine may hold no .git: NAS_COMMIT names the commit it was copied at
         "commit": subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
+        ).stdout.strip()
+        or os.environ.get("NAS_COMMIT", ""),
     }
     figures = Figures(out, header)
     print(f"# {header['device']}, torch {header['torch']}, {side} px, batch {batch}, {steps} steps per configuration")
