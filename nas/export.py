@@ -7,6 +7,7 @@ import io
 import shutil
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +24,110 @@ from supernets import build_static
 FORMATS = ("onnx", "coreml", "executorch")
 
 
-def load_weights(model: nn.Module, checkpoint: str | Path) -> None:
-    """Weights from a ``nas train`` checkpoint (``model`` key) or a plain state dict."""
-    state = load_checkpoint(checkpoint)
-    state = state.get("model", state) if isinstance(state, dict) else state
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise NasError(f"{checkpoint}: does not fit the architecture: {str(exc).splitlines()[0]}") from None
+@dataclass(frozen=True)
+class TrainedWeights:
+    """A trained network's weights and what it was trained as (``nas train`` records the architecture,
+    input size and class count in its checkpoint; a plain state dict records none of them)."""
+
+    path: Path
+    state: dict
+    arch: ArchConfig | None = None
+    img_size: int | None = None
+    num_classes: int | None = None
+
+
+def read_trained(path: str | Path) -> TrainedWeights:
+    """The weights in ``path``: a ``nas train`` checkpoint, a run folder holding one (``checkpoint.pt``),
+    or a plain state dict. A supernet's checkpoint is refused: its weights rank sub-networks, and the
+    network to ship is trained from scratch (``nas train ARCH``)."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "checkpoint.pt").is_file():
+            raise NasError(f"{path}: a run folder without checkpoint.pt; give a nas train run folder or a checkpoint")
+        path = path / "checkpoint.pt"
+    saved = load_checkpoint(path)
+    if "model" not in saved:  # a plain state dict
+        return TrainedWeights(path, saved)
+    if "space" in saved and "arch" not in saved:
+        raise NasError(
+            f"{path}: is a supernet's checkpoint (space {saved['space']}); export a trained network: "
+            "nas train ARCH --run RUN, then nas export ARCH --checkpoint RUN"
+        )
+    arch = ArchConfig.from_dict(saved["arch"], f"{path}: arch") if isinstance(saved.get("arch"), dict) else None
+    sizes = {
+        k: saved[k] if isinstance(saved.get(k), int) and saved[k] > 0 else None for k in ("img_size", "num_classes")
+    }
+    return TrainedWeights(path, saved["model"], arch, sizes["img_size"], sizes["num_classes"])
+
+
+def recorded_shape(path: str | Path) -> TrainedWeights:
+    """The input size and class count a run folder's checkpoint (``nas train`` or ``nas train-supernet``),
+    or a checkpoint file, records; its tensors are mapped, not read."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "checkpoint.pt").is_file():
+            raise NasError(f"{path}: a run folder without checkpoint.pt; give a nas train or train-supernet run")
+        path = path / "checkpoint.pt"
+    saved = load_checkpoint(path, mmap=True)
+    sizes = {
+        k: saved[k] if isinstance(saved.get(k), int) and saved[k] > 0 else None for k in ("img_size", "num_classes")
+    }
+    return TrainedWeights(path, {}, None, sizes["img_size"], sizes["num_classes"])
+
+
+def shape_from(weights: TrainedWeights | None, img_size: int | None, num_classes: int | None) -> tuple[int, int]:
+    """The input size and class count to build: the flags', else the checkpoint's, else 224 and 1000. A
+    flag that disagrees with what the checkpoint was trained with is refused (its weights would not fit)."""
+    for flag, given, recorded in (
+        ("--img-size", img_size, weights and weights.img_size),
+        ("--num-classes", num_classes, weights and weights.num_classes),
+    ):
+        if given is not None and recorded and given != recorded:
+            raise NasError(
+                f"{flag} {given} disagrees with {weights.path}, trained with {flag} {recorded}; "
+                f"leave {flag} out to take the checkpoint's"
+            )
+    img_size = img_size or (weights and weights.img_size) or 224
+    return img_size, num_classes or (weights and weights.num_classes) or 1000
+
+
+def mismatch_words(expected: dict, got: dict, limit: int = 3) -> str:
+    """The first keys where a state dict ``got`` does not fit a network's ``expected``, and the flag
+    that most likely fixes it: the classifier's rows are the class count, an attention bias table's
+    size the input size; anything else is another architecture."""
+    shapes = [k for k in expected if k in got and tuple(got[k].shape) != tuple(expected[k].shape)]
+    missing = [k for k in expected if k not in got]
+    unexpected = [k for k in got if k not in expected]
+    parts = [f"{k} is {list(got[k].shape)} in the checkpoint, {list(expected[k].shape)} here" for k in shapes[:limit]]
+    if missing:
+        parts.append(
+            f"missing {', '.join(missing[:limit])}"
+            + (f" and {len(missing) - limit} more" if len(missing) > limit else "")
+        )
+    if unexpected:
+        parts.append(
+            f"unexpected {', '.join(unexpected[:limit])}"
+            + (f" and {len(unexpected) - limit} more" if len(unexpected) > limit else "")
+        )
+    if shapes and all(k.startswith("head") for k in shapes) and not missing and not unexpected:
+        hint = f"give --num-classes {got[shapes[0]].shape[0]}"
+    elif shapes and all("attention_bias" in k for k in shapes) and not missing and not unexpected:
+        hint = "give the --img-size it was trained at"
+    else:
+        hint = "give the ARCH it was trained as"
+    return f"{'; '.join(parts)} ({hint})"
+
+
+def load_weights(model: nn.Module, checkpoint: str | Path | TrainedWeights) -> None:
+    """Weights from a ``nas train`` checkpoint (``model`` key), its run folder, or a plain state dict; a
+    mismatch is one line naming the first keys that do not fit and the flag to fix."""
+    weights = checkpoint if isinstance(checkpoint, TrainedWeights) else read_trained(checkpoint)
+    expected = model.state_dict()
+    if set(expected) != set(weights.state) or any(
+        tuple(weights.state[k].shape) != tuple(v.shape) for k, v in expected.items()
+    ):
+        raise NasError(f"{weights.path}: does not fit the architecture: {mismatch_words(expected, weights.state)}")
+    model.load_state_dict(weights.state, strict=True)
 
 
 def onnx_bytes(module: nn.Module, x: torch.Tensor, input_name: str = "image") -> bytes:
@@ -99,28 +196,43 @@ def export_coreml(model: nn.Module, img_size: int, out: Path) -> None:
 
 
 def export(
-    arch: ArchConfig,
+    arch: ArchConfig | None,
     fmt: str,
     out: str | Path,
-    img_size: int = 224,
-    num_classes: int = 1000,
+    img_size: int | None = None,
+    num_classes: int | None = None,
     checkpoint: str | Path | None = None,
     seed: int = 0,
 ) -> dict:
     """Export ``arch`` (weights from ``checkpoint``, else freshly initialised from ``seed``) as ``fmt``
-    (``onnx``, ``coreml`` or ``executorch``) to ``out``; returns the format, the path and, for ONNX and
-    ExecuTorch, the max abs difference to PyTorch's logits (for Core ML, the target)."""
+    (``onnx``, ``coreml`` or ``executorch``) to ``out``; returns the format, the path, the input size and
+    class count and, for ONNX and ExecuTorch, the max abs difference to PyTorch's logits (for Core ML,
+    the target). The checkpoint's recorded architecture, input size and class count are the defaults;
+    ``arch`` may then be None, and a flag or ``arch`` that disagrees with them is refused."""
     if fmt not in FORMATS:
         raise NasError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    weights = read_trained(checkpoint) if checkpoint else None
+    if weights is not None and weights.arch is not None:
+        if arch is None:
+            arch = weights.arch
+        elif arch.digest != weights.arch.digest:
+            raise NasError(
+                f"{weights.path}: trained {weights.arch.family} {weights.arch.digest}, not the ARCH given "
+                f"({arch.digest}); leave ARCH out to export the checkpoint's"
+            )
+    if arch is None:
+        raise NasError("give ARCH (a named member or an arch YAML), or a --checkpoint from nas train, which records it")
+    img_size, num_classes = shape_from(weights, img_size, num_classes)
     with torch.random.fork_rng(devices=[]):  # the same seed, the same file; the caller's generator untouched
         torch.manual_seed(seed)
         model = build_static(arch, img_size=img_size, num_classes=num_classes)
-    if checkpoint:
-        load_weights(model, checkpoint)
+    if weights is not None:
+        load_weights(model, weights)
     out = Path(out)
+    shape = {"img_size": img_size, "num_classes": num_classes}
     if fmt == "onnx":
-        return {"format": "onnx", "path": str(out), "max_abs_diff": export_onnx(model, img_size, out)}
+        return {"format": "onnx", "path": str(out), **shape, "max_abs_diff": export_onnx(model, img_size, out)}
     if fmt == "executorch":
-        return {"format": "executorch", "path": str(out), **export_executorch(model, img_size, out)}
+        return {"format": "executorch", "path": str(out), **shape, **export_executorch(model, img_size, out)}
     export_coreml(model, img_size, out)
-    return {"format": "coreml", "path": str(out), "target": "iOS16 mlprogram"}
+    return {"format": "coreml", "path": str(out), **shape, "target": "iOS16 mlprogram"}

@@ -164,9 +164,31 @@ def result_section(result: dict, title: str = "Result") -> str:
 
 def trajectory_section(run: Path) -> str:
     """A search run's steps as a table and plot, and its Pareto front when optuna wrote one."""
-    steps = _jsonl(run / "search.jsonl")
+    steps = _jsonl(run / "search.jsonl") if (run / "search.jsonl").exists() else []
     state = _read_json(run / "state.json") if (run / "state.json").exists() else None
-    out = ["<h2>Search trajectory</h2>"]
+    out = ["<h2>Search</h2>"]
+    if (run / "search.png").exists():  # every strategy's: everything evaluated, the band, finalists, the choice
+        out.append(png_file(run / "search.png"))
+    result = _read_json(run / "result.json") if (run / "result.json").exists() else {}
+    if result.get("finalists"):
+        out.append("<h3>Finalists, scored again</h3>")
+        out.append(
+            table(
+                ["digest", "search top-1 (%)", "final top-1 (%)", "final scores"],
+                [
+                    [
+                        text_cell(f["digest"] + (" (chosen)" if f["digest"] == result.get("digest") else "")),
+                        number(f["search_accuracy"], ".2f", 100, key="finalist.search_accuracy"),
+                        number(f["final_accuracy"], ".2f", 100, key="finalist.final_accuracy"),
+                        text_cell(", ".join(f"{100 * x:.2f}" for x in f["final_scores"])),
+                    ]
+                    for f in result["finalists"]
+                ],
+            )
+        )
+    if not steps:  # not greedy slimming: no trajectory of steps
+        return "\n".join(out)
+    out.append("<h2>Search trajectory</h2>")
     if state is not None:
         out.append(_render("start_accuracy", state["start_accuracy"]))
     rows = [

@@ -74,6 +74,24 @@ def test_export_blocks_for_pixel6_writes_programs_operators_and_the_adb_script(t
     assert not (tmp_path / "no").exists()
 
 
+def test_export_blocks_take_the_input_size_and_classes_a_run_records(tmp_path, capsys):
+    """--run: the blocks are exported at the input size and class count the run trained with; a flag that
+    disagrees is one line, and nothing is written."""
+    run = tmp_path / "supernet"
+    run.mkdir()
+    torch.save(
+        {"model": {}, "space": "efficientformerv2-tiny", "img_size": 32, "num_classes": 10}, run / "checkpoint.pt"
+    )
+    argv = ["export-blocks", "--device", "pixel6", "--space", "efficientformerv2-tiny", "--run", str(run)]
+    assert main([*argv, "--limit", "1", "--no-networks", "--out", str(tmp_path / "a")]) == 0
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert (manifest["img_size"], manifest["num_classes"]) == (32, 10)
+    capsys.readouterr()
+    assert main([*argv, "--img-size", "64", "--limit", "1", "--out", str(tmp_path / "b")]) == 2
+    assert "--img-size 64 disagrees with" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
 def test_exported_programs_are_the_same_files_for_the_same_seed(tmp_path, capsys):
     """A block's weights come from --seed alone: the same seed writes the same program, also when an
     interrupted export resumes and writes it again; another seed writes another."""

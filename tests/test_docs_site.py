@@ -133,7 +133,8 @@ def test_the_cli_reference_names_every_option_of_every_subcommand(monkeypatch):
         assert name in sections, f"no section for `nas {name}`"
         section = sections[name]
         for option in option_strings(parser):
-            assert re.search(rf"`{re.escape(option)}[ `,]", section), f"`nas {name}` lacks {option}"
+            # `--seed SEED`, or a long form after its short one: `-v, --verbose`
+            assert re.search(rf"(`|`-\w, ){re.escape(option)}[ `,]", section), f"`nas {name}` lacks {option}"
         for action in parser._actions:
             if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
                 assert f"`{action.metavar or action.dest}`" in section, f"`nas {name}` lacks {action.dest}"

@@ -198,7 +198,12 @@ def test_evolution_search_on_a_supernet_with_greedys_result_included(tiny_supern
     argv += ["--set", "evaluations=12", "--set", "population=6", "--set", f"tolerance={greedy['mes'] / 420 - 1 + 0.05}"]
     argv += ["--set", f"include={tiny_search / 'arch.yaml'}", "--set", "predictor=true", "--set", "screen=2"]
     assert main([*argv, "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    # not a terminal: one progress line per generation on stderr, with the best in the band so far
+    shown = [line for line in captured.err.splitlines() if line.startswith("search 420 MES: ")]
+    assert len(shown) >= 2 and any(line.startswith("search 420 MES: 12/12 evaluated, best in band ") for line in shown)
+    assert "about " in shown[0] and " left" in shown[0]
     population = Population.read(out / "population.json")
     assert population.members[0]["digest"] == greedy["digest"]  # greedy's result in the first population
     assert len(population.members) == result["evaluations"] == 12 and result["generations"] == 2
@@ -206,7 +211,17 @@ def test_evolution_search_on_a_supernet_with_greedys_result_included(tiny_supern
     assert all(420 <= m["mes"] <= result["band"][1] for m in population.members)
     assert ArchConfig.load(out / "arch.yaml").digest == result["digest"]
     assert result["score_noise"]["sd"] is not None and len(result["finalists"]) == 4
+    # its picture (everything evaluated by generation, the band, the finalists, the choice) and its report
+    assert (out / "search.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["report", str(out)]) == 0
+    report = (out / "report.html").read_text()
+    assert "Finalists, scored again" in report and report.count("data:image/png;base64,") >= 1
+    assert "Search trajectory" not in report  # greedy's steps table, which evolution has not
+    capsys.readouterr()
     evaluations = (out / "evaluations.jsonl").read_text()
+    quiet = [*argv[: argv.index("--run") + 1], str(tmp_path / "quiet"), *argv[argv.index("--run") + 2 :]]
+    assert main([*quiet, "--set", "evaluations=6", "-q"]) == 0  # -q after the subcommand: no progress
+    assert "search 420 MES" not in capsys.readouterr().err
     assert main([*argv, "--resume"]) == 0  # resumed: the same, nothing evaluated again
     assert "evolution    2 generations, 12 sub-networks in the band" in capsys.readouterr().out
     assert (out / "evaluations.jsonl").read_text() == evaluations

@@ -89,5 +89,46 @@ def test_export_with_checkpoint_and_coreml(tmp_path, capsys):
             ]
         )
         == 2
-    )  # 1000-class head does not fit
-    assert "does not fit" in capsys.readouterr().err
+    )  # a plain state dict records no class count: 1000 by default, and its head does not fit
+    err = capsys.readouterr().err
+    assert "does not fit" in err and "head.weight is [10," in err and "(give --num-classes 10)" in err
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_export_takes_what_a_trained_run_records(tmp_path, capsys):
+    """The tutorial's export: a nas train run folder (or its checkpoint) gives the architecture, input size
+    and class count; a flag or ARCH that disagrees is one line, and a supernet's checkpoint is refused."""
+    import onnx
+
+    run = tmp_path / "train"
+    tiny = ["--space", "efficientformerv2-tiny"]
+    quick = ["--epochs", "1", "--batch-size", "32", "--max-steps", "1", "--img-size", "32"]
+    assert main(["train", "efficientformerv2_tiny_min", *tiny, "--run", str(run), *quick, "--json"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "m.onnx"
+    assert main(["export", "--checkpoint", str(run), "--format", "onnx", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["img_size"], result["num_classes"]) == (32, 10)  # digits: 10 classes
+    graph = onnx.load(out).graph
+    assert [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim] == [1, 3, 32, 32]
+    assert [d.dim_value for d in graph.output[0].type.tensor_type.shape.dim] == [1, 10]
+    ckpt = run / "checkpoint.pt"
+    refused = {
+        ("efficientformerv2_tiny_min", *tiny, "--num-classes", "1000"): "--num-classes 1000 disagrees with",
+        ("efficientformerv2_tiny_min", *tiny, "--img-size", "64"): "trained with --img-size 32",
+        ("efficientformerv2_tiny_max", *tiny): "not the ARCH given",
+    }
+    for extra, words in refused.items():
+        assert (
+            main(["export", *extra, "--checkpoint", str(ckpt), "--format", "onnx", "--out", str(tmp_path / "z.onnx")])
+            == 2
+        )
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "z.onnx").exists()
+    supernet = tmp_path / "supernet.pt"
+    torch.save({"model": {}, "space": "efficientformerv2-tiny", "img_size": 32, "num_classes": 10}, supernet)
+    assert main(["export", "--checkpoint", str(supernet), "--format", "onnx", "--out", str(tmp_path / "z.onnx")]) == 2
+    assert "supernet's checkpoint" in capsys.readouterr().err
+    assert main(["export", "--format", "onnx", "--out", str(tmp_path / "z.onnx")]) == 2
+    assert "give ARCH" in capsys.readouterr().err

@@ -29,8 +29,17 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def add_verbosity(parser: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> None:
+    """``-v`` (log at INFO) and ``-q`` (no progress, errors only), before or after the subcommand: a
+    subcommand's parser adds them with no default, so they keep what was given before it."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true", default=default, help="log what it does at INFO level")
+    group.add_argument("-q", "--quiet", action="store_true", default=default, help="show no progress, log errors only")
+
+
 def add_common(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
-    """Add ``--seed`` and, with ``json_output``, ``--json`` to ``parser``."""
+    """Add ``--seed``, ``-v`` and ``-q`` and, with ``json_output``, ``--json`` to ``parser``."""
+    add_verbosity(parser)
     parser.add_argument("--seed", type=nonneg_int, default=0, help="random seed, 0 or more (default: 0)")
     if json_output:
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -150,6 +159,7 @@ def training_request_fields(args: argparse.Namespace, run: str) -> dict[str, Any
         "resume": args.resume,
         "max_steps": args.max_steps,
         "init": args.init,
+        "progress": getattr(args, "progress", True),  # -q: no progress
     }
 
 

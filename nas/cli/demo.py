@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         n_random=args.random,
         workers=args.workers,
         target_fraction=args.target_fraction,
+        progress=getattr(args, "progress", True),
     )
     result = demo(request, on_stage=stage)
     sup, found, comparison = result["supernet"], result["search"], result["comparison"]

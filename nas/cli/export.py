@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
+from nas.core.errors import NasError
 
 
 def add_parser(sub) -> None:
@@ -16,18 +17,25 @@ def add_parser(sub) -> None:
         "Core ML is an ML program for iOS 16; ExecuTorch is a .pte program lowered to XNNPACK (Android's "
         "CPU backend), checked against PyTorch in the runtime here (max abs difference <= 1e-4).",
     )
-    p.add_argument("arch", metavar="ARCH", help="a named member or an arch YAML")
+    p.add_argument(
+        "arch",
+        metavar="ARCH",
+        nargs="?",
+        help="a named member or an arch YAML (default: the architecture a --checkpoint from nas train records)",
+    )
     p.add_argument("--format", required=True, choices=("onnx", "coreml", "executorch"), help="file format")
     p.add_argument("--out", required=True, help="output file (.onnx, .pte) or folder (.mlpackage)")
-    p.add_argument("--checkpoint", help="trained weights (default: freshly initialised from --seed)")
-    p.add_argument("--space", help="search space the ARCH belongs to")
-    p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported network")
     p.add_argument(
-        "--num-classes",
-        type=positive_int,
-        default=1000,
-        help="classifier outputs (with --checkpoint: the trained network's)",
+        "--checkpoint",
+        metavar="PATH",
+        help="trained weights: a nas train run folder or its checkpoint.pt, or a state dict (default: freshly "
+        "initialised from --seed); its architecture, input size and class count are the defaults",
     )
+    p.add_argument("--space", help="search space the ARCH belongs to")
+    p.add_argument(
+        "--img-size", type=image_size, help="input side of the exported network (default: the checkpoint's, else 224)"
+    )
+    p.add_argument("--num-classes", type=positive_int, help="classifier outputs (default: the checkpoint's, else 1000)")
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -38,10 +46,14 @@ def run(args: argparse.Namespace) -> int:
     from nas.export import export
     from nas.space_files import find_space
 
-    space = find_space(args.arch, args.space)
-    label, arch = space.resolve(args.arch)
+    label, arch = "the checkpoint's architecture", None
+    if args.arch:
+        label, arch = find_space(args.arch, args.space).resolve(args.arch)
+    elif not args.checkpoint:
+        raise NasError("give ARCH (a named member or an arch YAML) or --checkpoint RUN (a nas train run folder)")
     result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint, args.seed)
-    lines = [f"wrote {result['path']} ({label}, {args.format})"]
+    shape = f"{result['img_size']}x{result['img_size']} input, {result['num_classes']} classes"
+    lines = [f"wrote {result['path']} ({label}, {args.format}, {shape})"]
     if args.format == "onnx":
         lines.append(f"ONNX Runtime vs PyTorch: max abs difference {result['max_abs_diff']:.2e}")
     elif args.format == "executorch":

@@ -27,8 +27,18 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--img-size", type=image_size, default=224, help="input side of the exported blocks")
-    p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs of the exported networks")
+    p.add_argument(
+        "--run",
+        metavar="PATH",
+        help="a run folder or checkpoint (nas train or train-supernet) whose input size and class count the "
+        "blocks and networks take",
+    )
+    p.add_argument("--img-size", type=image_size, help="input side of the exported blocks (default: --run's, else 224)")
+    p.add_argument(
+        "--num-classes",
+        type=positive_int,
+        help="classifier outputs of the exported networks (default: --run's, else 1000)",
+    )
     p.add_argument("--no-networks", action="store_true", help="blocks only, no whole named members")
     p.add_argument("--limit", type=positive_int, help="export only the first N blocks (a trial run)")
     add_common(p)
@@ -39,10 +49,14 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas export-blocks``: write the space's blocks (and named members) as the phone runtime's
     files with a manifest and a CSV to fill in; return the exit code."""
     from nas.cli.build_table import outside_xnnpack_words
+    from nas.export import recorded_shape, shape_from
     from nas.latency.onphone import export_blocks, export_runtime
     from nas.space_files import load_space
 
     runtime = export_runtime(args.device, args.runtime)  # a wrong pair fails before the space loads
+    args.img_size, args.num_classes = shape_from(
+        recorded_shape(args.run) if args.run else None, args.img_size, args.num_classes
+    )
     manifest = export_blocks(
         args.device,
         load_space(args.space),

@@ -25,7 +25,7 @@ from nas.cli import (
     train,
     train_supernet,
 )
-from nas.cli.common import OneLineErrorParser
+from nas.cli.common import OneLineErrorParser, add_verbosity
 from nas.core.errors import NasError
 from nas.malloc import retain_freed_memory
 
@@ -58,7 +58,7 @@ def build_parser() -> OneLineErrorParser:
         "(EfficientFormer, EfficientFormerV2 and SwiftFormer supernets; greedy slimming to an MES, "
         "latency or size target; training, comparison and export of the result).",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
+    add_verbosity(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser)
     for module in SUBCOMMANDS:
         module.add_parser(sub)
@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0 if args.command is None else 2
+    args.progress = not args.quiet  # the progress a long command shows on stderr (its request's field)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -174,7 +174,9 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
         md_text(parser.description or ""),
         "",
         "Every subcommand answers `--help` with what this page shows. Options that take a value accept "
-        "`--option VALUE` and `--option=VALUE`. `-v` goes before the subcommand (`nas -v demo`) and logs progress.",
+        "`--option VALUE` and `--option=VALUE`. `-v` (log what it does) and `-q` (no progress, errors only) "
+        "go before or after the subcommand (`nas -v demo`, `nas search ... -q`); long commands show their "
+        "progress on stderr: a bar on a terminal, else a line per step and at least one every 30 s.",
         "",
         "```text",
         _usage(parser),

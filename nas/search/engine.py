@@ -30,6 +30,7 @@ from nas.search.family import search_family as run_family
 from nas.search.finalists import FinalScoring, SearchResult, finalize
 from nas.search.objective import Objective, cost_function, require_reachable, require_table
 from nas.search.pool import EvaluatorPool
+from nas.search.progress import watched
 from nas.search.resolution import price_size, warn_if_apart
 from nas.search.strategy import SearchContext, SearchStrategy, get_strategy, options_dict, strategy_options
 from nas.space_files import load_space, recorded_source
@@ -58,6 +59,7 @@ class SearchRequest:
     resume: bool = False
     # Several targets: one network per target from one run (nas.search.family); () or one: a single search.
     targets: tuple[float, ...] = ()
+    progress: bool = True  # evaluations done, the best so far and the time left, on stderr (-q: off)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,10 @@ def search(request: SearchRequest) -> SearchResult:
             resume=request.resume,
             table=prepared.table,
         )
-        return finalize(context, strategy.run(context, prepared.options), request.final)
+        label = f"search {request.objective.target:g} {request.objective.unit}"
+        shown = (label, request.objective, prepared.cost, prepared.options, request.progress, pool.searched)
+        with watched(pool, *shown):
+            return finalize(context, strategy.run(context, prepared.options), request.final)
 
     return _in_run_folder(request, one_target)
 

@@ -310,6 +310,7 @@ class EvolutionStrategy(InBand):
                 "band": [low, high],
                 "predictor_tau": [g["predictor_tau"] for g in population.generations],
             },
+            generation={m["digest"]: m["generation"] for m in population.members},
         )
 
 

@@ -33,6 +33,7 @@ from nas.runs.folder import SEARCH, RunFolder
 from nas.runs.writers import markdown_table, pyplot, save_figure
 from nas.search.finalists import finalize
 from nas.search.objective import Objective, require_reachable
+from nas.search.progress import watched
 from nas.search.strategy import Scored, SearchContext, options_dict
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,10 @@ def search_family(request, strategy, prepared, pool, folder: RunFolder) -> dict[
                     known=tuple(Scored(a, acc) for a, acc in pool.evaluated()),
                     in_family=True,
                 )
-                outcome = strategy.run(context, options)
-                result = finalize(context, outcome, request.final).to_dict()
+                label = f"search {target:g} {objective.unit} ({k + 1} of {len(targets)})"
+                with watched(pool, label, objective, prepared.cost, options, request.progress, 0):
+                    outcome = strategy.run(context, options)
+                    result = finalize(context, outcome, request.final).to_dict()
         # Each target's result counts the run's evaluations so far: what it added is the difference.
         earlier = members[-1]["evaluations"] if members else 0
         members.append(

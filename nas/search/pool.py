@@ -73,6 +73,8 @@ class EvaluatorPool:
         self.fidelity = spec.fidelity  # what a search scores at; score() takes others
         self.local = None
         self.evaluations = 0
+        # what the user sees of the search (nas.search.progress.SearchProgress), set by the engine per search
+        self.progress = None
         self._memory: dict[str, float] = {}
         self._memory_archs: dict[str, dict] = {}
         if workers == 0 and address is None:
@@ -131,13 +133,19 @@ class EvaluatorPool:
                     lambda actor, arch: actor.evaluate.remote(arch.to_dict(), wire), todo
                 )
             for arch, acc in zip(todo, results):
-                if fidelity == self.fidelity:
-                    self.evaluations += 1
                 if self.cache is not None:
                     self.cache.add(arch, acc, keys[arch.digest], fidelity)
                 else:
                     known[keys[arch.digest]] = acc
                     self._memory_archs[arch.digest] = arch.to_dict()
+                if fidelity == self.fidelity:
+                    self.evaluations += 1
+                    if self.progress is not None:
+                        self.progress.evaluated(arch, acc)
+                elif self.progress is not None:
+                    self.progress.finalist_scored()
+            if fidelity == self.fidelity and self.progress is not None:
+                self.progress.batch_done()
         return [known[keys[a.digest]] for a in archs]
 
     def images(self, fidelity: Fidelity | None = None) -> int:

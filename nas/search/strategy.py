@@ -95,6 +95,10 @@ class StrategyOutcome:
     candidates: tuple[Scored, ...]
     lines: tuple[str, ...] = ()
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # For the search's picture (nas.search.picture): a generation per network (digest) to colour by, and a
+    # path to draw as a line (greedy slimming's steps from the largest network).
+    generation: dict[str, int] = dataclasses.field(default_factory=dict)
+    path: tuple[ArchConfig, ...] = ()
 
 
 @runtime_checkable

@@ -170,6 +170,7 @@ class _Demo:
                     strategy="greedy",
                     workers=self.request.workers,
                     resume=resume,
+                    progress=self.request.progress,
                 )
             ).to_dict()
         )

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -25,6 +23,7 @@ from nas.latency.predicted import keep, table_for
 from nas.recipe import LOADER_WORKERS_AUTO, Recipe
 from nas.runs.checkpoint import file_digest
 from nas.runs.folder import TRAINING, RunFolder
+from nas.runs.progress import Progress
 from nas.runs.provenance import RunClock
 from nas.search.evaluator import DiskCache
 from nas.search.objective import cost_function
@@ -184,12 +183,16 @@ def train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunCl
 def _train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunClock | None) -> list[dict]:
     workers, address, threads = pool.workers, pool.ray_address, pool.threads_per_worker
     finished = all(RunFolder(job.run).finished for job in jobs)
+    shown = jobs[0].progress if jobs else False
     if finished or (workers == 0 and address is None):
         done = []
-        for job in tqdm(jobs, desc="compare: networks trained", disable=None):
-            done.append(train_one(job))
-            if clock is not None:
-                clock.tick()
+        with Progress("networks trained", total=len(jobs), unit="trained", enabled=shown and not finished) as bar:
+            for job in jobs:
+                done.append(train_one(job))
+                bar.advance()
+                bar.mark()
+                if clock is not None:
+                    clock.tick()
         return done
     import ray
 
@@ -199,14 +202,18 @@ def _train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunC
         remote = ray.remote(num_cpus=threads, max_retries=3)(train_one)
         pending = {remote.remote(dataclasses.replace(job, progress=False), threads): i for i, job in enumerate(jobs)}
         results: list[dict | None] = [None] * len(jobs)
-        with tqdm(total=len(jobs), desc="compare: networks trained", disable=None) as bar:
+        with Progress("networks trained", total=len(jobs), unit="trained", enabled=shown) as bar:
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                # a line at least every 30 s while the trainings run (a finished one or the time passed)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=bar.every_s)
                 for ref in ready:
                     results[pending.pop(ref)] = ray.get(ref)
-                    bar.update(1)
+                    bar.advance()
+                    bar.mark()
                     if clock is not None:
                         clock.tick()
+                if not ready:
+                    bar.advance(0)
         return results  # type: ignore[return-value]
     finally:
         if started:

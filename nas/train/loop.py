@@ -22,7 +22,6 @@ import torch.nn as nn
 from timm.scheduler import CosineLRScheduler
 from timm.utils import dispatch_clip_grad
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from nas.core.errors import NasError
 from nas.data import Splits, load_splits, train_loader
@@ -37,6 +36,7 @@ from nas.runs.checkpoint import (
 )
 from nas.runs.config import FixedRunConfig, as_dict
 from nas.runs.folder import TRAINING, RunFolder
+from nas.runs.progress import Progress
 from nas.runs.tboard import Curves
 from nas.scoring import autocast_for
 from nas.train.distributed import DistEnv, seed_everything
@@ -290,11 +290,8 @@ class Trainer:
 
     def _train(self) -> dict[str, Any]:
         last = self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
-        bar = tqdm(
-            total=last,
-            initial=self.step,
-            desc=self.description,
-            disable=None if (self.progress and self.env.is_main) else True,
+        bar = Progress(
+            self.description, total=last, done=self.step, unit="steps", enabled=self.progress and self.env.is_main
         )
         curves = Curves(self.folder.path, purge_from=self.step + 1 if self.step else None) if self.env.is_main else None
         try:
@@ -338,7 +335,7 @@ class Trainer:
                 if self.step % recipe.log_every == 0 or self.step == last:
                     self._log(epoch, window, curves, bar)
                     window = _Window()
-                bar.update(1)
+                bar.advance()
                 if self.step % recipe.checkpoint_every == 0:
                     self.save()
                 if self.step >= last:
@@ -396,11 +393,9 @@ class Trainer:
         self.folder.log(record)
         if curves is not None:
             curves.add("train", {k: v for k, v in record.items() if k not in ("step", "epoch")}, self.step)
-        bar.set_postfix(
-            loss=f"{record['loss']:.3f}",
-            lr=f"{lr:.2e}",
-            img_s=f"{record['images_per_s']:.0f}",
-            data=f"{record['data_wait']:.0%}",
+        bar.set_status(
+            f"loss {record['loss']:.3f}, lr {lr:.2e}, {record['images_per_s']:.0f} img/s, "
+            f"data wait {record['data_wait']:.0%}"
         )
 
     def _finish(self, curves: Curves | None) -> dict[str, Any]:

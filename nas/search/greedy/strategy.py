@@ -137,6 +137,7 @@ class GreedyStrategy:
                 f"to {100 * state.current_accuracy:.2f}%; greedy slimming as written evaluates {considered} "
                 "sub-networks on this path",
             ),
+            path=(state.start, *(step.arch for step in state.steps)),
             record={
                 "start_accuracy": state.start_accuracy,
                 "steps": len(state.steps),
