@@ -257,7 +257,15 @@ def add_recipe_overrides(parser: argparse.ArgumentParser, supernet: bool = False
         flag = "--" + f.name.replace("_", "-")
         kind = hints[f.name]
         if kind is bool:
-            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_bool, metavar="true|false", help=help_of(f))
+            # --x (true), --no-x (false); --x true|false as before
+            group.add_argument(
+                flag, dest=f"recipe_{f.name}", type=_parse_bool, nargs="?", const=True, metavar="true|false",
+                help=help_of(f),
+            )  # fmt: skip
+            group.add_argument(
+                "--no-" + flag[2:], dest=f"recipe_{f.name}", action="store_const", const=False,
+                help=f"the same as {flag} false",
+            )  # fmt: skip
         elif f.metadata.get("words"):  # a word or a number; checked with the other flags (recipe_from_args)
             metavar = "|".join(f.metadata["words"]) + "|INT"
             group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_word_or_int, metavar=metavar, help=help_of(f))

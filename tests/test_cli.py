@@ -87,3 +87,18 @@ def test_console_script_usage_error_has_no_traceback():
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     proc = subprocess.run(cmd + ["--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "profile" in proc.stdout and "space" in proc.stdout
+
+
+def test_switches_take_the_no_form_and_true_or_false():
+    """A recipe's yes/no field is a switch: --x, --no-x, and the earlier --x true|false (issue 60)."""
+    from nas.cli.main import build_parser
+    from nas.recipe import recipe_from_args
+
+    def compile_of(*flags: str) -> bool:
+        args = build_parser().parse_args(["train", "efficientformerv2_s0", "--recipe", "demo", *flags])
+        return recipe_from_args(args).compile
+
+    default = compile_of()
+    assert compile_of("--compile") is True and compile_of("--compile", "true") is True
+    assert compile_of("--no-compile") is False and compile_of("--compile", "false") is False
+    assert compile_of("--channels-last", "true") is default  # another switch leaves this one as the recipe has it

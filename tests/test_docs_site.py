@@ -340,3 +340,36 @@ def test_the_command_line_finder_finds_and_judges_commands(tmp_path):
     assert parse_problem(["search", "--supernet", "runs/sn"], fragment=False).endswith(
         "the following arguments are required: --objective, --target (see nas search --help)"
     )
+
+
+def test_the_readme_is_a_front_door():
+    """README (issue 60): at most 120 lines; set-up with the Python version and the two commands; a demo to try;
+    the workflow; one picture whose caption is at most two sentences and links to its evidence."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 120
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections[:3] == ["## Set up", "## Try it in 6 minutes", "## On your data and your phone"]
+    setup = text.split("## Set up")[1].split("## ")[0]
+    assert "Python 3.10" in setup and 'pip install torch==2.14.1 torchvision==0.29.1 -e ".[dev]"' in setup
+    assert 'python -m pytest -q -n 2 --dist loadgroup -m "not slow"' in setup
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert len(pictures) == 1 and (ROOT / pictures[0]).is_file()
+    caption = text.split(pictures[0] + ")")[1].strip().split("\n\n")[0]
+    assert caption.startswith("*") and caption.endswith("*")
+    sentences = re.split(r"(?<=[.:])\s+(?=[A-Z])", " ".join(caption.strip("*").split()))
+    assert len([s for s in sentences if s.endswith(".")]) <= 2 and "](docs/results/" in caption
+
+
+def test_the_faqs_backbone_answer_runs_as_written(tmp_path, monkeypatch):
+    """docs/faq.md's detection-backbone answer: its Python block, on a searched arch of the tiny space, gives the
+    four stages' feature maps at strides 4, 8, 16 and 32."""
+    from nas import load_space
+
+    faq = (DOCS / "faq.md").read_text(encoding="utf-8")
+    answer = faq.split("## Can I use a searched network as a detection backbone?")[1]
+    (code,) = re.findall(r"```python\n(.*?)```", answer, flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    load_space("efficientformerv2-tiny").members["efficientformerv2_tiny_max"].save(tmp_path / "runs/search/arch.yaml")
+    scope: dict = {}
+    exec(compile(code, "faq.md", "exec"), scope)
+    assert [tuple(f.shape[-2:]) for f in scope["features"]] == [(56, 56), (28, 28), (14, 14), (7, 7)]

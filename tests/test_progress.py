@@ -83,3 +83,14 @@ def test_a_band_strategy_shows_the_best_in_its_band_of_its_budget():
     progress.evaluated(arch, 0.42)
     assert progress.status() == f"best in band 42.00% at {params / 1e6:.2f} M parameters"
     assert progress.progress.line().startswith("search: 1/4 evaluated, best in band 42.00%")
+
+
+def test_tracked_counts_the_items_it_yields():
+    from nas.runs.progress import tracked
+
+    stream, clock = io.StringIO(), Clock()
+    seen = []
+    for item in tracked([1, 2, 3], "time blocks on cpu", unit="timed", stream=stream, clock=clock, every_s=0):
+        seen.append(item)
+    assert seen == [1, 2, 3]
+    assert stream.getvalue().splitlines()[-1] == "time blocks on cpu: 3/3 timed"

@@ -163,6 +163,13 @@ def training_request_fields(args: argparse.Namespace, run: str) -> dict[str, Any
     }
 
 
+#: What a budget's target is, in each objective's unit (every command that takes --target says it).
+TARGET_UNITS = (
+    "in the objective's unit: MES to reach, milliseconds (latency) or a parameter count such as 5e6 (params) "
+    "to get under"
+)
+
+
 def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = False) -> None:
     """The budget a command searches or draws at (``search``, ``sample``, ``headroom``): the objective, its
     target (``several_targets``: one or more, a family search) and the device whose latency table prices it."""
@@ -174,12 +181,15 @@ def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = Fal
             nargs="+",
             required=True,
             metavar="T",
-            help="MES to reach, or ms / parameters to get under; several targets search a family, one network "
-            "per target from one run (runs/NAME/targets/T/; name a member RUN@T)",
+            help=f"{TARGET_UNITS}; several targets search a family, one network per target from one run "
+            "(runs/NAME/targets/T/; name a member RUN@T)",
         )
     else:
         parser.add_argument(
-            "--target", type=positive_float, required=True, help="MES to reach, or ms / parameters to get under"
+            "--target",
+            type=positive_float,
+            required=True,
+            help=TARGET_UNITS,
         )
     parser.add_argument("--device", help="latency table device (needed for mes and latency)")
 

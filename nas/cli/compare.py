@@ -91,7 +91,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--target",
         type=positive_float,
-        help="the budget's value, which the searched network must meet (default: the searched network's own); "
+        help="the budget's value in the objective's unit (MES, milliseconds, or a parameter count), which the "
+        "searched network must meet (default: the searched network's own); "
         "with the search's target, comparisons of two networks searched to it draw in one band and share "
         "their random networks (--random-from)",
     )

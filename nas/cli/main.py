@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
+import textwrap
 
 from nas.cli import (
     build_table,
@@ -29,39 +31,43 @@ from nas.cli.common import OneLineErrorParser, add_verbosity
 from nas.core.errors import NasError
 from nas.malloc import retain_freed_memory
 
-SUBCOMMANDS = (
-    profile,
-    space,
-    build_table,
-    check_table,
-    export_blocks,
-    import_table,
-    data,
-    train_supernet,
-    search,
-    sample,
-    train,
-    headroom,
-    compare,
-    rank_check,
-    export,
-    demo,
-    report,
+# `nas --help` lists the commands in these groups, in this order (demo first: what a new user tries).
+COMMAND_GROUPS = (
+    ("start here", (demo,)),
+    ("latency tables", (profile, build_table, check_table, export_blocks, import_table)),
+    ("supernet and search", (data, train_supernet, search, sample)),
+    ("training and studies", (train, compare, headroom, rank_check)),
+    ("export", (export,)),
+    ("tools", (space, report)),
 )
+SUBCOMMANDS = tuple(module for _, modules in COMMAND_GROUPS for module in modules)
 
 
 def build_parser() -> OneLineErrorParser:
-    """The ``nas`` argument parser, with every module of ``SUBCOMMANDS`` registered."""
+    """The ``nas`` argument parser, with every module of ``SUBCOMMANDS`` registered; its help lists them by
+    :data:`COMMAND_GROUPS`."""
     parser = OneLineErrorParser(
         prog="nas",
+        usage="nas [-h] [-v | -q] COMMAND ...",
         description="Latency-aware architecture search for mobile vision transformers "
-        "(EfficientFormer, EfficientFormerV2 and SwiftFormer supernets; greedy slimming to an MES, "
-        "latency or size target; training, comparison and export of the result).",
+        "(EfficientFormer, EfficientFormerV2 and SwiftFormer supernets; a search to an MES, latency or size "
+        "target, constrained evolution by default or greedy slimming; training, comparison and export of the result).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_verbosity(parser, default=False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser, prog="nas")
     for module in SUBCOMMANDS:
         module.add_parser(sub)
+    helps = {action.dest: action.help for action in sub._choices_actions}
+    names = {module: name for module, name in zip(SUBCOMMANDS, sub.choices)}
+    width = max(len(name) for name in sub.choices) + 2
+    lines = ["commands (nas COMMAND --help for its options):"]
+    for title, modules in COMMAND_GROUPS:
+        lines.append(f"  {title}:")
+        lines += [f"    {names[m]:<{width}}{helps.get(names[m]) or ''}" for m in modules]
+    parser.epilog = "\n".join(lines)
+    parser.description = textwrap.fill(parser.description, 79)  # the raw formatter keeps the epilog's layout
+    sub.help = argparse.SUPPRESS  # listed by group in the epilog instead of one flat list
     return parser
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from tqdm import tqdm
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -39,6 +38,7 @@ from nas.latency.table import (
 )
 from nas.priced_blocks import block_input, build_block, reachable_signatures
 from nas.runs.lock import RunLock
+from nas.runs.progress import tracked
 from supernets import build_static
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ def check_table(
 ) -> list[CheckRow]:
     """The table's sum against the measured end-to-end latency of every arch."""
     rows = []
-    for name, arch in tqdm(archs, desc="check end to end", disable=None if progress else True, leave=False):
+    for name, arch in tracked(archs, "check end to end", progress, unit="timed"):
         rows.append(
             CheckRow(
                 name,
@@ -325,7 +325,7 @@ def _measure_calibrate_check(
     log.info("%d block signatures, %d to measure", len(sigs), len(todo))
     last_save = time.monotonic()
     outside = dict(header.method.get(OUTSIDE_XNNPACK, {}))
-    for sig in tqdm(todo, desc=f"time blocks on {device}", disable=None if progress else True):
+    for sig in tracked(todo, f"time blocks on {device}", progress, unit="timed"):
         block = build_block(space.family, sig)
         raw[sig.key()] = timer.time_block(block, block_input(space.family, sig))
         if timer.last_lowered is not None:
@@ -359,7 +359,7 @@ def _measure_calibrate_check(
     e2e = np.array(
         [
             measure_network(timer, a, img_size, num_classes)
-            for a in tqdm(calib, desc="calibrate end to end", disable=None if progress else True, leave=False)
+            for a in tracked(calib, "calibrate end to end", progress, unit="timed")
         ]
     )
     scale, offset = relative_nnls(np.stack([sums, np.ones_like(sums)], axis=1), e2e)

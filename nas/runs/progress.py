@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TextIO
 
 from tqdm import tqdm
@@ -119,6 +119,16 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def tracked(items: Iterable, label: str, enabled: bool = True, unit: str = "done", **display) -> Iterator:
+    """``items`` one by one, counted as a :class:`Progress` (a bar, or a line at least every 30 s); the total is
+    ``len(items)`` where it has one."""
+    total = len(items) if isinstance(items, Sized) else None
+    with Progress(label, total=total, unit=unit, enabled=enabled, **display) as progress:
+        for item in items:
+            yield item
+            progress.advance()
 
 
 def _is_terminal(stream: TextIO) -> bool:

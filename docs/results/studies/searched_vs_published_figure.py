@@ -130,6 +130,8 @@ def page(points: dict, results: Path = RESULTS) -> str:
         "Top-1 on CIFAR-10's 10,000 test images at 32 px after 4 epochs on 20,000 training images (`cifar10-rank`),",
         "mean over training seeds; latency predicted for an iPhone 12 at 224 px (a cost model, not a measurement).",
         "",
+        f"![Searched networks and the published variants: top-1 against predicted latency]({PICTURE.name})",
+        "",
         "| supernet seed | strategy | budget (ms) | searched top-1 (%) | variant | variant top-1 (%) | "
         "searched minus variant (points) | 95% CI (Welch) | seeds | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
