@@ -19,6 +19,8 @@ PAGES = (
     "how-to/train-on-gpus/index.html",
     "faq/index.html",
     "results/index.html",
+    "results/rank-checks/index.html",
+    "explanation/benchmarks/index.html",
     "results/comparisons/index.html",
     "results/studies/search-vs-random/index.html",
     "results/studies/searched-vs-published/index.html",
@@ -26,6 +28,8 @@ PAGES = (
 # The results pages draw their evidence: at least these many images each.
 PICTURES = {
     "results/comparisons/index.html": 24,
+    "results/rank-checks/index.html": 1,
+    "explanation/benchmarks/index.html": 2,
     "results/studies/search-vs-random/index.html": 1,
     "results/studies/searched-vs-published/index.html": 1,
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import importlib.util
 import json
 import re
 import shlex
@@ -378,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     for folder in [f for f, module in studies if module.stale(f)]:
         status = 1
         print(f"{folder.name}: its statistics differ from the current nas/stats.py; run generate.py --rejudge")
+    if not args.check:  # the pages' pictures, from the same files (figures.py beside this script)
+        spec = importlib.util.spec_from_file_location("results_figures", HERE / "figures.py")
+        spec.loader.exec_module(figures := importlib.util.module_from_spec(spec))
+        figures.draw_all(HERE, rank_checks())
     for page, text in render().items():
         path = HERE / page
         if not args.check:
