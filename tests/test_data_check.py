@@ -92,11 +92,11 @@ def test_every_corrupt_file_is_found_in_parallel(data, capsys):
     bad = [data / "train" / "flower" / "0001.jpg", data / "test" / "leaves" / "0009.jpg"]
     for path in bad:
         _replace(path, b"\x89PNG but not really")
-    code, two, _ = _check(capsys, data, "--workers", "2")
+    code, two, _ = _check(capsys, data, "--processes", "2")
     assert code == 2 and sorted(c["path"] for c in two["corrupt"]) == sorted(map(str, bad))
     assert two["checked"] == 150 and two["workers"] == 2
     # The corrupt ones were not recorded: a check with one process finds them again, and nothing else.
-    code, one, _ = _check(capsys, data, "--workers", "1")
+    code, one, _ = _check(capsys, data, "--workers", "1")  # the former name still works
     assert code == 2 and one["checked"] == 2 and one["corrupt"] == two["corrupt"]
     splits = load_splits(str(data), Recipe(img_size=32), 0, decode_all=False)
     with pytest.raises(NasError, match="more corrupt images"):

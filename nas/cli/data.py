@@ -9,6 +9,19 @@ import sys
 from nas.cli.common import add_common, emit, positive_int
 
 
+def add_processes(parser, what: str) -> None:
+    """``--processes N``: the processes that decode images (a Ray run's ``--workers`` are Ray workers; the
+    recipe's ``loader_workers`` the DataLoader's). ``--workers``, its former name, still works, unlisted."""
+    parser.add_argument(
+        "--processes",
+        dest="workers",
+        metavar="N",
+        type=positive_int,
+        help=f"processes {what} images (default: every available core)",
+    )
+    parser.add_argument("--workers", dest="workers", type=positive_int, help=argparse.SUPPRESS)
+
+
 def add_parser(sub) -> None:
     """Register ``nas data`` and its subcommands on ``sub``."""
     p = sub.add_parser(
@@ -30,7 +43,7 @@ def add_parser(sub) -> None:
     check.add_argument(
         "data", metavar="DATA", help="image folder with train/<class>/* (and val/ or test/), or a shard folder"
     )
-    check.add_argument("--workers", type=positive_int, help="processes decoding images (default: every available core)")
+    add_processes(check, "decoding")
     add_common(check)
     check.set_defaults(handler=run_check)
     pack = actions.add_parser(
@@ -54,7 +67,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="leave out images that do not decode, with a warning naming each (default: refuse the folder)",
     )
-    pack.add_argument("--workers", type=positive_int, help="processes checking images (default: every available core)")
+    add_processes(pack, "checking")
     add_common(pack)
     pack.set_defaults(handler=run_pack)
 
