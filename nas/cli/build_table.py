@@ -21,7 +21,9 @@ def add_parser(sub) -> None:
         "calibrated end to end; phones (iphone12, iphone14, pixel6) get a table predicted "
         "by a cost model fitted to published latencies, labelled as such.",
     )
-    p.add_argument("--device", required=True, help=f"one of {', '.join(DEVICES)}")
+    p.add_argument(
+        "--device", required=True, metavar="{" + ",".join(DEVICES) + "}", help=f"one of {', '.join(DEVICES)}"
+    )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--img-size", type=image_size, default=224, help="input side the blocks are timed at")
     p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs of the priced head")

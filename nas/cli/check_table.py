@@ -16,7 +16,12 @@ def add_parser(sub) -> None:
         description="Times the named members and a few random sub-networks end to end and "
         "compares them with the table's sums (median absolute percentage error).",
     )
-    p.add_argument("--device", required=True, help="a local device: cpu, onnxruntime-cpu, cuda or xnnpack")
+    p.add_argument(
+        "--device",
+        required=True,
+        metavar="{cpu,onnxruntime-cpu,cuda,xnnpack}",
+        help="a local device: cpu, onnxruntime-cpu, cuda or xnnpack",
+    )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--img-size", type=image_size, default=224, help="input side the networks are timed at")
     p.add_argument("--table", help="table file (default: the device's table for the space)")

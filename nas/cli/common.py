@@ -173,7 +173,9 @@ TARGET_UNITS = (
 def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = False) -> None:
     """The budget a command searches or draws at (``search``, ``sample``, ``headroom``): the objective, its
     target (``several_targets``: one or more, a family search) and the device whose latency table prices it."""
-    parser.add_argument("--objective", required=True, help=f"one of {', '.join(OBJECTIVES)}")
+    parser.add_argument(
+        "--objective", required=True, metavar="{" + ",".join(OBJECTIVES) + "}", help=f"one of {', '.join(OBJECTIVES)}"
+    )
     if several_targets:
         parser.add_argument(
             "--target",

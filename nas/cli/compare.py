@@ -78,7 +78,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--space", help="search space (default: the search run's, or found from ARCH)")
     p.add_argument(
-        "--objective", help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)"
+        "--objective",
+        metavar="{" + ",".join(OBJECTIVES) + "}",
+        help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)",
     )
     p.add_argument("--device", help="latency table device (default: the search's)")
     p.add_argument(

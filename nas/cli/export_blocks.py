@@ -18,7 +18,12 @@ def add_parser(sub) -> None:
         "script that times them all); plus a manifest.json and a measurements.csv to fill in "
         "(docs/how-to/measure-a-phone.md, docs/how-to/measure-an-android-phone.md); then run `nas import-table`.",
     )
-    p.add_argument("--device", required=True, help="iphone12, iphone14 (Core ML) or pixel6 (ExecuTorch)")
+    p.add_argument(
+        "--device",
+        required=True,
+        metavar="{iphone12,iphone14,pixel6}",
+        help="iphone12, iphone14 (Core ML) or pixel6 (ExecuTorch)",
+    )
     p.add_argument(
         "--runtime",
         choices=("coreml", "executorch"),
