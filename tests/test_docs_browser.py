@@ -21,6 +21,7 @@ PAGES = (
     "results/index.html",
     "results/rank-checks/index.html",
     "explanation/benchmarks/index.html",
+    "explanation/latency/index.html",
     "results/comparisons/index.html",
     "results/studies/search-vs-random/index.html",
     "results/studies/searched-vs-published/index.html",
@@ -30,6 +31,7 @@ PICTURES = {
     "results/comparisons/index.html": 24,
     "results/rank-checks/index.html": 1,
     "explanation/benchmarks/index.html": 2,
+    "explanation/latency/index.html": 1,
     "results/studies/search-vs-random/index.html": 1,
     "results/studies/searched-vs-published/index.html": 1,
 }

@@ -71,7 +71,50 @@ def draw_all(here: Path, rank_checks: list[dict]) -> None:
     import json
 
     draw_rank_checks(rank_checks, here / "rank-checks.png")
+    draw_latency_predictor(here / "latency-predictor.png")
     for space in ("main", "tiny"):
         rows = json.loads((here / f"search-strategies-{space}.json").read_text(encoding="utf-8"))["rows"]
         rows = [r for r in rows if r.get("budget") in (None, 100)]
         draw_strategies(rows, here / f"search-strategies-{space}.png", f"search strategies, {space} space")
+
+
+def draw_latency_predictor(path: Path, devices: tuple[str, ...] = ("iphone12", "iphone14", "pixel6")) -> Path:
+    """Each phone's cost model against the latencies it was fitted to: every published model's latency beside
+    the one predicted with its whole family held out (what the error of a new family's prediction is
+    measured on), on log axes with the line of no error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    from nas.latency.costmodel import fit_cost_model
+
+    models = {device: fit_cost_model(device) for device in devices}
+    families = sorted({row[1] for m in models.values() for row in m.held_out_rows})
+    colour = {family: plt.get_cmap("tab20")(k % 20) for k, family in enumerate(families)}
+    fig, axes = plt.subplots(1, len(devices), figsize=(4.2 * len(devices), 4.4))
+    for ax, (device, model) in zip(axes, models.items()):
+        for family in sorted({row[1] for row in model.held_out_rows}):
+            rows = [row for row in model.held_out_rows if row[1] == family]
+            ax.scatter([r[2] for r in rows], [r[3] for r in rows], s=22, color=colour[family])
+        values = [v for row in model.held_out_rows for v in row[2:]]
+        low, high = min(values) / 1.3, max(values) * 1.3
+        ax.plot([low, high], [low, high], "-", color="gray", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("published latency (ms)")
+        ax.set_ylabel("predicted, its family held out (ms)")
+        ax.set_title(f"{device}: {100 * model.lofo_mean:.1f}% mean error", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+    for family in families:
+        axes[-1].scatter([], [], s=22, color=colour[family], label=family)
+    axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

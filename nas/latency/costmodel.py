@@ -164,6 +164,9 @@ class CostModel:
     test: dict | None = None  # the independent check on published use=test rows (None where none exist)
     in_family_tau: dict[str, float] = field(default_factory=dict)
     calibration: dict | None = None  # set by calibrate(): how few-shot measurements adjusted it
+    #: Each fitted model as (label, family, published ms, ms predicted with its family held out): the
+    #: leave-one-family-out predictions the error is measured on (the docs draw them).
+    held_out_rows: tuple[tuple[str, str, float, float], ...] = ()
 
     @property
     def nested_loo_mean(self) -> float:
@@ -289,6 +292,9 @@ def fit_facts(
         fitted_families=tuple(dict.fromkeys(families)),
         macs_only_loo_mean=_macs_only_loo(facts, y),
         in_family_tau=_in_family_tau(facts, (1 + by_family) * y),
+        held_out_rows=tuple(
+            (f.label, f.family, float(ms), float((1 + e) * ms)) for f, ms, e in zip(facts, y, by_family)
+        ),
     )
     if test_facts:
         model = replace(model, test=evaluate(model, test_facts))
