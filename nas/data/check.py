@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
-from tqdm import tqdm
 
 from nas.core.errors import NasError
 from nas.data.workers import available_cores, fork_is_safe
+from nas.runs.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def pool_map(function, tasks: list[tuple[int, Any]], total: int, workers: int, d
     """``function`` over ``tasks`` (each ``(start, work)``; yielding ``(start, result)`` as tasks
     finish, ``result`` one entry per image), in-process with one worker, else in ``workers``
     processes (threads where :func:`nas.data.workers.fork_is_safe` says no); a progress bar counts ``total`` images."""
-    bar = tqdm(total=total, desc=desc, unit="img", disable=None if progress else True, mininterval=1.0)
+    bar = Progress(desc, total=total, unit="images", enabled=progress)
     try:
         workers = min(workers, len(tasks))
         if workers <= 1:
@@ -181,7 +181,7 @@ def pool_map(function, tasks: list[tuple[int, Any]], total: int, workers: int, d
         with pool:
             for start, result in mapped:
                 yield start, result
-                bar.update(len(result))
+                bar.advance(len(result))
     finally:
         bar.close()
 

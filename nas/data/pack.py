@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 import webdataset
-from tqdm import tqdm
 
 from nas.core.errors import NasError
 from nas.data.check import check_images
 from nas.data.shard_index import CLASS_MEMBER, FORMAT, INDEX, MEMBERS, VERSION, ShardIndex
 from nas.data.source import Listing, _listing_fingerprint, list_folder
+from nas.runs.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def _write_split(
                 except OSError as exc:
                     raise NasError(f"{path}: cannot read ({exc.strerror or exc})") from None
                 writer.write({"__key__": key, suffix: data, CLASS_MEMBER: str(label).encode()})
-                bar.update(1)
+                bar.advance()
         # Where each image's bytes landed: read back from the tar's headers (no data is read).
         with tarfile.open(tmp / name) as tar:
             images = [m for m in tar.getmembers() if not m.name.endswith(f".{CLASS_MEMBER}")]
@@ -164,7 +164,7 @@ def pack(
     tmp.mkdir()
     try:
         total = sum(len(m) for m in splits.values())
-        with tqdm(total=total, desc=f"packing {root.name}", unit="img", disable=None if progress else True) as bar:
+        with Progress(f"packing {root.name}", total=total, unit="images", enabled=progress) as bar:
             table: dict[str, np.ndarray] = {}
             for split, members in splits.items():
                 shards, offsets, sizes = _write_split(split, members, tmp, shard_size, bar)
