@@ -182,15 +182,18 @@ def train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunCl
 
 def _train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunClock | None) -> list[dict]:
     workers, address, threads = pool.workers, pool.ray_address, pool.threads_per_worker
-    finished = all(RunFolder(job.run).finished for job in jobs)
-    shown = jobs[0].progress if jobs else False
+    before = [RunFolder(job.run).finished for job in jobs]  # trained earlier, or copied: counted done at once
+    finished = all(before)
+    shown = (jobs[0].progress if jobs else False) and not finished
+    todo = len(jobs) - sum(before)
     if finished or (workers == 0 and address is None):
         done = []
-        with Progress("networks trained", total=len(jobs), unit="trained", enabled=shown and not finished) as bar:
-            for job in jobs:
+        with Progress("networks trained", total=todo, unit="trained", enabled=shown) as bar:
+            for job, was in zip(jobs, before):
                 done.append(train_one(job))
-                bar.advance()
-                bar.mark()
+                if not was:
+                    bar.advance()
+                    bar.mark()
                 if clock is not None:
                     clock.tick()
         return done
@@ -202,14 +205,16 @@ def _train_all(jobs: list[FixedTrainingRequest], pool: TrainingPool, clock: RunC
         remote = ray.remote(num_cpus=threads, max_retries=3)(train_one)
         pending = {remote.remote(dataclasses.replace(job, progress=False), threads): i for i, job in enumerate(jobs)}
         results: list[dict | None] = [None] * len(jobs)
-        with Progress("networks trained", total=len(jobs), unit="trained", enabled=shown) as bar:
+        with Progress("networks trained", total=todo, unit="trained", enabled=shown) as bar:
             while pending:
                 # a line at least every 30 s while the trainings run (a finished one or the time passed)
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=bar.every_s)
                 for ref in ready:
-                    results[pending.pop(ref)] = ray.get(ref)
-                    bar.advance()
-                    bar.mark()
+                    i = pending.pop(ref)
+                    results[i] = ray.get(ref)
+                    if not before[i]:
+                        bar.advance()
+                        bar.mark()
                     if clock is not None:
                         clock.tick()
                 if not ready:
