@@ -36,15 +36,27 @@ class TrainedWeights:
     num_classes: int | None = None
 
 
+def _checkpoint_file(path: str | Path, runs: str) -> Path:
+    """``path``, or the ``checkpoint.pt`` of the run folder ``path`` (``runs`` names what made it)."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    if not (path / "checkpoint.pt").is_file():
+        raise NasError(f"{path}: a run folder without checkpoint.pt; give a {runs} run folder or a checkpoint")
+    return path / "checkpoint.pt"
+
+
+def _recorded_sizes(saved: dict) -> dict[str, int | None]:
+    """The input size and class count a checkpoint records (None where it records none)."""
+    keys = ("img_size", "num_classes")
+    return {k: saved[k] if isinstance(saved.get(k), int) and saved[k] > 0 else None for k in keys}
+
+
 def read_trained(path: str | Path) -> TrainedWeights:
     """The weights in ``path``: a ``nas train`` checkpoint, a run folder holding one (``checkpoint.pt``),
     or a plain state dict. A supernet's checkpoint is refused: its weights rank sub-networks, and the
     network to ship is trained from scratch (``nas train ARCH``)."""
-    path = Path(path)
-    if path.is_dir():
-        if not (path / "checkpoint.pt").is_file():
-            raise NasError(f"{path}: a run folder without checkpoint.pt; give a nas train run folder or a checkpoint")
-        path = path / "checkpoint.pt"
+    path = _checkpoint_file(path, "nas train")
     saved = load_checkpoint(path)
     if "model" not in saved:  # a plain state dict
         return TrainedWeights(path, saved)
@@ -54,25 +66,14 @@ def read_trained(path: str | Path) -> TrainedWeights:
             "nas train ARCH --run RUN, then nas export ARCH --checkpoint RUN"
         )
     arch = ArchConfig.from_dict(saved["arch"], f"{path}: arch") if isinstance(saved.get("arch"), dict) else None
-    sizes = {
-        k: saved[k] if isinstance(saved.get(k), int) and saved[k] > 0 else None for k in ("img_size", "num_classes")
-    }
-    return TrainedWeights(path, saved["model"], arch, sizes["img_size"], sizes["num_classes"])
+    return TrainedWeights(path, saved["model"], arch, **_recorded_sizes(saved))
 
 
 def recorded_shape(path: str | Path) -> TrainedWeights:
     """The input size and class count a run folder's checkpoint (``nas train`` or ``nas train-supernet``),
     or a checkpoint file, records; its tensors are mapped, not read."""
-    path = Path(path)
-    if path.is_dir():
-        if not (path / "checkpoint.pt").is_file():
-            raise NasError(f"{path}: a run folder without checkpoint.pt; give a nas train or train-supernet run")
-        path = path / "checkpoint.pt"
-    saved = load_checkpoint(path, mmap=True)
-    sizes = {
-        k: saved[k] if isinstance(saved.get(k), int) and saved[k] > 0 else None for k in ("img_size", "num_classes")
-    }
-    return TrainedWeights(path, {}, None, sizes["img_size"], sizes["num_classes"])
+    path = _checkpoint_file(path, "nas train or train-supernet")
+    return TrainedWeights(path, {}, **_recorded_sizes(load_checkpoint(path, mmap=True)))
 
 
 def shape_from(weights: TrainedWeights | None, img_size: int | None, num_classes: int | None) -> tuple[int, int]:
@@ -99,16 +100,10 @@ def mismatch_words(expected: dict, got: dict, limit: int = 3) -> str:
     missing = [k for k in expected if k not in got]
     unexpected = [k for k in got if k not in expected]
     parts = [f"{k} is {list(got[k].shape)} in the checkpoint, {list(expected[k].shape)} here" for k in shapes[:limit]]
-    if missing:
-        parts.append(
-            f"missing {', '.join(missing[:limit])}"
-            + (f" and {len(missing) - limit} more" if len(missing) > limit else "")
-        )
-    if unexpected:
-        parts.append(
-            f"unexpected {', '.join(unexpected[:limit])}"
-            + (f" and {len(unexpected) - limit} more" if len(unexpected) > limit else "")
-        )
+    for word, keys in (("missing", missing), ("unexpected", unexpected)):
+        if keys:
+            more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+            parts.append(f"{word} {', '.join(keys[:limit])}{more}")
     if shapes and all(k.startswith("head") for k in shapes) and not missing and not unexpected:
         hint = f"give --num-classes {got[shapes[0]].shape[0]}"
     elif shapes and all("attention_bias" in k for k in shapes) and not missing and not unexpected:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nas.runs.writers import pyplot, save_figure
+
 
 def draw_rank_checks(ranks: list[dict], path: Path) -> Path:
     """A forest plot of the ranking studies: the supernet's Kendall tau with its interval against the from-scratch
     ranking, beside the best ranking that needs no training."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(ranks) + 1.2))
     for y, r in enumerate(reversed(ranks)):
@@ -28,18 +27,13 @@ def draw_rank_checks(ranks: list[dict], path: Path) -> Path:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def draw_strategies(rows: list[dict], path: Path, title: str) -> Path:
     """The strategies benchmark as a dot plot: each strategy's chosen network scored on the held-out images, one
     dot per seed (greedy slimming's search draws nothing, so it is one dot), the mean as a bar."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     strategies = sorted({r["strategy"] for r in rows}, key=lambda k: (k.startswith("greedy"), k))
     seeds = sorted({r["seed"] for r in rows if r.get("seed") is not None})
@@ -61,9 +55,7 @@ def draw_strategies(rows: list[dict], path: Path, title: str) -> Path:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=len(seeds) + 1)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def draw_all(here: Path, rank_checks: list[dict]) -> None:
@@ -82,10 +74,7 @@ def draw_latency_predictor(path: Path, devices: tuple[str, ...] = ("iphone12", "
     """Each phone's cost model against the latencies it was fitted to: every published model's latency beside
     the one predicted with its whole family held out (what the error of a new family's prediction is
     measured on), on log axes with the line of no error."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import NullFormatter
 
     from nas.latency.costmodel import fit_cost_model
@@ -115,6 +104,4 @@ def draw_latency_predictor(path: Path, devices: tuple[str, ...] = ("iphone12", "
         axes[-1].scatter([], [], s=22, color=colour[family], label=family)
     axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

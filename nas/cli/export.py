@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit, image_size, positive_int
-from nas.core.errors import NasError
 
 
 def add_parser(sub) -> None:
@@ -49,8 +48,6 @@ def run(args: argparse.Namespace) -> int:
     label, arch = "the checkpoint's architecture", None
     if args.arch:
         label, arch = find_space(args.arch, args.space).resolve(args.arch)
-    elif not args.checkpoint:
-        raise NasError("give ARCH (a named member or an arch YAML) or --checkpoint RUN (a nas train run folder)")
     result = export(arch, args.format, args.out, args.img_size, args.num_classes, args.checkpoint, args.seed)
     shape = f"{result['img_size']}x{result['img_size']} input, {result['num_classes']} classes"
     lines = [f"wrote {result['path']} ({label}, {args.format}, {shape})"]

@@ -73,7 +73,7 @@ class Progress:
         """The one-line state: done (of the total), the caller's status, the time left."""
         count = f"{self.done}/{self.total}" if self.total is not None else f"{self.done}"
         parts = [f"{self.label}: {count} {self.unit}"]
-        status = self._status() if self._status is not None else self._pushed
+        status = self._status_text()
         if status:
             parts.append(status)
         left = self.left_seconds()
@@ -88,7 +88,7 @@ class Progress:
             return
         if self._bar is not None:
             self._bar.update(n)
-            status = self._status() if self._status is not None else self._pushed
+            status = self._status_text()
             if status:
                 self._bar.set_postfix_str(status, refresh=False)
             return
@@ -108,6 +108,9 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+    def _status_text(self) -> str:
+        return self._status() if self._status is not None else self._pushed
 
     def _write(self) -> None:
         self.stream.write(self.line() + "\n")

@@ -100,7 +100,7 @@ def search(request: SearchRequest) -> SearchResult:
         )
         label = f"search {request.objective.target:g} {request.objective.unit}"
         shown = (label, request.objective, prepared.cost, prepared.options, request.progress, pool.searched)
-        with watched(pool, *shown):
+        with watched(pool, *shown, pool.evaluated()):
             return finalize(context, strategy.run(context, prepared.options), request.final)
 
     return _in_run_folder(request, one_target)

@@ -110,7 +110,8 @@ def search_family(request, strategy, prepared, pool, folder: RunFolder) -> dict[
                     in_family=True,
                 )
                 label = f"search {target:g} {objective.unit} ({k + 1} of {len(targets)})"
-                with watched(pool, label, objective, prepared.cost, options, request.progress, 0):
+                known = [(s.arch, s.accuracy) for s in context.known]  # the run's evaluations, read once
+                with watched(pool, label, objective, prepared.cost, options, request.progress, 0, known):
                     outcome = strategy.run(context, options)
                     result = finalize(context, outcome, request.final).to_dict()
         # Each target's result counts the run's evaluations so far: what it added is the difference.

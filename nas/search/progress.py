@@ -119,11 +119,18 @@ class SearchProgress:
 
 @contextmanager
 def watched(
-    pool: EvaluatorPool, label: str, objective: Objective, cost: CostFn, options: Any, enabled: bool, counted: int
+    pool: EvaluatorPool,
+    label: str,
+    objective: Objective,
+    cost: CostFn,
+    options: Any,
+    enabled: bool,
+    counted: int,
+    known: list[tuple[ArchConfig, float]],
 ) -> Iterator[SearchProgress]:
     """Show ``pool``'s evaluations as one search's progress while the block runs (``counted``: evaluations
-    of this search made before, by a resumed run)."""
-    progress = SearchProgress(label, objective, cost, options, pool.evaluated(), counted, enabled)
+    of this search made before, by a resumed run; ``known``: what the run evaluated before it began)."""
+    progress = SearchProgress(label, objective, cost, options, known, counted, enabled)
     pool.progress = progress
     try:
         yield progress
