@@ -17,9 +17,9 @@ import torch.nn as nn
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_bytes_atomic
 from nas.core.errors import NasError
+from nas.core.families import build_static
 from nas.latency.xnnpack import export_executorch
 from nas.runs.checkpoint import load_checkpoint
-from supernets import build_static
 
 FORMATS = ("onnx", "coreml", "executorch")
 

@@ -7,9 +7,9 @@ import torch
 import torch.nn as nn
 
 from nas.core.arch import ArchConfig
+from nas.core.families import get_family
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
-from supernets import get_family
 
 
 def block_signatures(arch: ArchConfig, img_size=224, num_classes: int = 1000) -> list[BlockSignature]:

@@ -15,7 +15,7 @@ import torch.nn as nn
 from torch.optim.swa_utils import update_bn
 
 from nas.core.arch import ArchConfig
-from supernets import extract
+from nas.core.families import extract
 
 
 def autocast_for(amp: str, device: torch.device | str):

@@ -10,9 +10,9 @@ from pathlib import Path
 from nas.config_folder import available_spaces, config_root
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
+from nas.core.families import family_rules, get_family
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
-from supernets import family_rules, get_family
 
 
 def recorded_source(space: SearchSpace) -> str:

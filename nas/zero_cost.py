@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from nas.core.arch import ArchConfig
+from nas.core.families import build_static
 from nas.data import eval_loader, load_splits
 from nas.recipe import Recipe
 from nas.runs.writers import write_json
-from supernets import build_static
 
 
 def synflow(model: torch.nn.Module, img_size: int) -> float:

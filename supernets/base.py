@@ -19,6 +19,7 @@ from supernets.elastic_ops import (
     ElasticLinear,
     SharedWeightStatic,
     copy_sliced_state,
+    enable_slice_gradients,
     slice_gradients_enabled,
     zero_slice_gradients,
 )
@@ -130,6 +131,11 @@ class SupernetBase(nn.Module):
         return self.space.largest()
 
     @torch.jit.ignore
+    def set_slice_gradients(self, enabled: bool) -> None:
+        """Turn the in-place slice gradients every family supernet starts with on or off (off for DDP,
+        which reduces only what autograd accumulates): :func:`supernets.elastic_ops.enable_slice_gradients`."""
+        enable_slice_gradients(self, enabled)
+
     def no_weight_decay(self) -> set[str]:
         """Parameters AdamW should not decay: attention biases and architecture logits (timm's rule)."""
         return {k for k, _ in self.named_parameters() if "attention_biases" in k or k.startswith("arch_logits")}

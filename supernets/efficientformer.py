@@ -37,11 +37,10 @@ from timm.models.efficientformer import (
 
 from nas.core.arch import BLOCK_TYPES, ArchConfig
 from nas.core.errors import NasError
-from nas.core.family import ActionsFn, Family, SpaceRules
+from nas.core.family import ActionsFn, Family
 from nas.core.signature import NUM_STAGES, BlockSignature, stage_resolutions
-from nas.core.space import SearchSpace
+from nas.core.space import SearchSpace, SpaceRules
 from nas.core.stage import Action, slots_of_types
-from supernets import register_family
 from supernets.base import ClassifierHead, SupernetBase
 from supernets.elastic_ops import (
     Elastic,
@@ -51,6 +50,7 @@ from supernets.elastic_ops import (
     ElasticLayerScale,
     ElasticLayerScale2d,
     ElasticLinear,
+    enable_slice_gradients,
 )
 
 FAMILY = "efficientformer"
@@ -310,6 +310,7 @@ class EfficientFormerSupernet(SupernetBase):
             if min(st.depths) == st.max_depth:
                 allowed[:, BLOCK_TYPES.index("skip")] = False
             self.register_buffer(f"choice_mask_{s}", allowed, persistent=False)
+        enable_slice_gradients(self)  # the sub-network's slices get their gradients in place
 
     # --- architecture parameters ----------------------------------------------------------------
 
@@ -607,6 +608,3 @@ class EfficientFormerFamily(Family):
             importance_actions(space, importance["blocks"], importance["stages"]),
             "EfficientFormer alg. 1: least important block, first MB3D, least important stage",
         )
-
-
-register_family(EfficientFormerFamily())

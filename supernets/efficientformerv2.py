@@ -39,11 +39,10 @@ from timm.models.efficientformer_v2 import (
 )
 
 from nas.core.arch import ArchConfig
-from nas.core.family import Family, SpaceRules
+from nas.core.family import Family
 from nas.core.signature import NUM_STAGES, BlockSignature, stage_resolutions
-from nas.core.space import SearchSpace
+from nas.core.space import SearchSpace, SpaceRules
 from nas.core.stage import block_slots
-from supernets import register_family
 from supernets.base import ClassifierHead, SupernetBase, slot_key_map, stage_input_resolutions
 from supernets.elastic_ops import (
     Elastic,
@@ -51,6 +50,7 @@ from supernets.elastic_ops import (
     ElasticBatchNormAct2d,
     ElasticConv2d,
     ElasticLayerScale2d,
+    enable_slice_gradients,
 )
 
 FAMILY = "efficientformerv2"
@@ -323,6 +323,7 @@ class EfficientFormerV2Supernet(SupernetBase):
             if head is not None:  # timm's head init
                 trunc_normal_(head.weight, std=0.02)
                 nn.init.zeros_(head.bias)
+        enable_slice_gradients(self)  # the sub-network's slices get their gradients in place
 
     def forward_features(self, x: torch.Tensor, arch: ArchConfig) -> torch.Tensor:
         x = self.stem(x, arch.widths[0])
@@ -502,6 +503,3 @@ class EfficientFormerV2Family(Family):
         if sig.kind == "head":
             return ClassifierHead(_norm_layer()(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
         raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
-
-
-register_family(EfficientFormerV2Family())

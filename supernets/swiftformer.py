@@ -29,17 +29,17 @@ from timm.models.swiftformer import (
 )
 
 from nas.core.arch import ArchConfig
-from nas.core.family import Family, SpaceRules
+from nas.core.family import Family
 from nas.core.signature import BlockSignature
-from nas.core.space import SearchSpace
+from nas.core.space import SearchSpace, SpaceRules
 from nas.core.stage import block_slots
-from supernets import register_family
 from supernets.base import ClassifierHead, SupernetBase, slot_key_map
 from supernets.elastic_ops import (
     Elastic,
     ElasticBatchNorm2d,
     ElasticConv2d,
     ElasticLinear,
+    enable_slice_gradients,
     leading,
 )
 
@@ -240,6 +240,7 @@ class SwiftFormerSupernet(SupernetBase):
         self.head_drop = reference.head_drop
         self.head = ElasticLinear.from_static(reference.head)
         self.head_dist = ElasticLinear.from_static(reference.head_dist) if distillation else None
+        enable_slice_gradients(self)  # the sub-network's slices get their gradients in place
 
     def forward_features(self, x: torch.Tensor, arch: ArchConfig) -> torch.Tensor:
         x = self.stem(x, arch.widths[0])
@@ -381,6 +382,3 @@ class SwiftFormerFamily(Family):
         if sig.kind == "head":
             return ClassifierHead(nn.BatchNorm2d(sig.c_in, **dd), sig.c_in, sig.c_out, **dd)
         raise ValueError(f"unknown {FAMILY} block kind {sig.kind!r}")
-
-
-register_family(SwiftFormerFamily())

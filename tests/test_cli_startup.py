@@ -98,33 +98,6 @@ def test_a_usage_error_is_still_one_line_without_loading_the_engine():
     ]
 
 
-def test_family_names_without_the_registry_are_the_registry_s():
-    # Before `supernets` is loaded the help lists its family modules by name: each shipped family is
-    # defined in the module of its own name.
-    import supernets
-    from nas.cli import common
-
-    shipped = {}
-    for name in supernets.family_names():
-        module = type(supernets.get_family(name)).__module__
-        if module.startswith("supernets."):
-            shipped[name] = module
-    assert all(module == f"supernets.{name}" for name, module in shipped.items()), shipped
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from nas.cli.common import family_names as f; print(*f(), 'supernets' in sys.modules)",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert proc.stdout.split() == [*sorted(shipped), "False"], proc.stderr[-2000:]
-    assert common.family_names() == supernets.family_names()  # loaded: the registry itself
-
-
 def test_the_public_api_still_imports_from_the_lazy_packages():
     import nas
     import nas.latency

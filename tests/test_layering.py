@@ -1,6 +1,8 @@
-"""The package layering the design relies on (docs/how-to/add-a-family.md): ``supernets`` imports only
-``nas.core`` from the engine, ``nas.core`` imports nothing else of the project, nothing outside
-``supernets/`` names a family, and no project import hides inside a function to dodge a cycle."""
+"""The package layering the design relies on (docs/how-to/add-a-family.md): engine -> core <- families:
+``supernets`` imports only ``nas.core`` from the engine, the engine never imports ``supernets`` (the
+registry in ``nas.core.families`` loads the families' entry points), ``nas.core`` imports nothing else
+of the project, nothing outside ``supernets/`` names a family, and no project import hides inside a
+function to dodge a cycle."""
 
 import ast
 import subprocess
@@ -37,6 +39,24 @@ def test_supernets_import_only_the_core_and_the_core_imports_nothing_else():
     for path in (ROOT / "nas" / "core").glob("*.py"):
         bad = [m for m, _ in _imports(path) if not m.startswith("nas.core")]
         assert not bad, f"nas/core/{path.name} imports {bad}"
+
+
+def test_the_engine_reaches_families_through_the_core_registry_only():
+    # engine -> core <- families: nas.core.families loads the families declared as entry points
+    for path in (ROOT / "nas").rglob("*.py"):
+        bad = [m for m, _ in _imports(path) if m.split(".")[0] == "supernets"]
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_the_built_in_families_are_declared_as_entry_points_and_load_lazily():
+    code = (
+        "import sys; from nas.core.families import family_names, get_family; names = family_names(); "
+        "assert 'torch' not in sys.modules and not any(m.startswith('supernets.') for m in sys.modules); "
+        "print(','.join(names)); print(type(get_family('swiftformer')).__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["efficientformer,efficientformerv2,swiftformer", "supernets.swiftformer"]
 
 
 def test_no_project_import_inside_a_function_outside_the_cli():

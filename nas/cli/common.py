@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import math
-import pkgutil
 import sys
-from importlib.metadata import entry_points
 from typing import Any, NoReturn
 
 from nas.recipe import MIN_IMG_SIZE, add_recipe_overrides, recipe_from_args
@@ -92,25 +89,6 @@ def emit(result: dict[str, Any], as_json: bool, lines: list[str]) -> None:
         sys.stdout.write("\n")
     else:
         sys.stdout.write("\n".join(lines) + "\n")
-
-
-#: Modules of the ``supernets`` package that define no family (``supernets._NOT_FAMILIES``).
-_NOT_FAMILY_MODULES = frozenset({"base", "elastic_ops"})
-
-
-def family_names() -> list[str]:
-    """The families' names, sorted, as ``supernets.family_names()`` gives them, for a parser's help.
-
-    Once ``supernets`` is loaded, its registry's. Before, without loading it (it imports torch): its
-    family modules and the ``nas.families`` entry points, each named as the family it registers
-    (docs/how-to/add-a-family.md); ``nas train-supernet`` checks the name against the registry."""
-    if "supernets" in sys.modules:
-        return sys.modules["supernets"].family_names()
-    spec = importlib.util.find_spec("supernets")
-    modules = pkgutil.iter_modules(spec.submodule_search_locations if spec else [])
-    names = {m.name for m in modules if m.name not in _NOT_FAMILY_MODULES}
-    names |= {entry.name for entry in entry_points(group="nas.families")}
-    return sorted(names)
 
 
 def add_training_args(parser: argparse.ArgumentParser, default_run: str, supernet: bool = False) -> None:

@@ -35,8 +35,8 @@ def compact(values) -> str:
 def run_show(args: argparse.Namespace) -> int:
     """Run ``nas space show``: print the choices per stage, size, largest and smallest sub-networks and
     named members of SPACE; return the exit code."""
+    from nas.core.families import get_family
     from nas.space_files import load_space
-    from supernets import get_family
 
     space = load_space(args.space)
     stages = []

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_training_args, emit, family_names, training_request_fields
+from nas.cli.common import add_training_args, emit, training_request_fields
 from nas.core.errors import NasError
+from nas.core.families import family_names, get_family
 
 
 def add_parser(sub) -> None:
@@ -28,7 +29,6 @@ def run(args: argparse.Namespace) -> int:
     largest and smallest sub-networks (only on the main process of a torchrun job); return the exit code."""
     from nas.space_files import load_space
     from nas.train.supernet import SupernetTrainingRequest, train_supernet
-    from supernets import get_family
 
     get_family(args.family)  # an unknown family is one line that lists the known
     space = load_space(args.space or args.family)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nas.core.signature import BlockSignature, image_size_pair, stage_resolutions
+from nas.core.space import SpaceRules
 
 if TYPE_CHECKING:  # for annotations only: the core never imports torch
     import torch.nn as nn
@@ -23,16 +23,6 @@ if TYPE_CHECKING:  # for annotations only: the core never imports torch
     from nas.core.stage import Action, StageSpace
 
 ActionsFn = Callable[["ArchConfig"], Iterable[tuple["Action", "ArchConfig"]]]
-
-
-@dataclass(frozen=True)
-class SpaceRules:
-    """What a family's spaces may contain (checked when a space file is read)."""
-
-    attention_stages: tuple[int, ...]  # 0-based stages that may hold attention blocks
-    fixed_attention: int | None = None  # every stage has exactly this many (SwiftFormer: its one encoder)
-    block_choice: bool = False  # per-position block choice with identity (EfficientFormer)
-    num_stages: int = 4
 
 
 class Family(ABC):

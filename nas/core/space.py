@@ -24,7 +24,6 @@ from typing import Any
 
 from nas.core.arch import BLOCK_TYPES, ArchConfig
 from nas.core.errors import NasError
-from nas.core.family import SpaceRules
 from nas.core.stage import Action, StageSpace, block_slots, slots_of_types
 from nas.core.typed_yaml import from_mapping, read_yaml
 
@@ -39,6 +38,16 @@ class _SpaceFile:
     stages: tuple[StageSpace, ...]
     description: str = ""
     members: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpaceRules:
+    """What a family's spaces may contain (checked when a space file is read)."""
+
+    attention_stages: tuple[int, ...]  # 0-based stages that may hold attention blocks
+    fixed_attention: int | None = None  # every stage has exactly this many (SwiftFormer: its one encoder)
+    block_choice: bool = False  # per-position block choice with identity (EfficientFormer)
+    num_stages: int = 4
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,7 @@ import torch.nn as nn
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
+from nas.core.families import build_static
 from nas.core.space import SearchSpace
 from nas.export import onnx_bytes
 from nas.latency import xnnpack
@@ -39,7 +40,6 @@ from nas.latency.table import (
 from nas.priced_blocks import block_input, build_block, reachable_signatures
 from nas.runs.lock import RunLock
 from nas.runs.progress import tracked
-from supernets import build_static
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ import torch
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_bytes_atomic, write_text_atomic
 from nas.core.errors import NasError
+from nas.core.families import build_static
 from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
 from nas.export import to_coreml
@@ -40,7 +41,6 @@ from nas.latency.table import (
 from nas.priced_blocks import block_input, build_block, reachable_signatures
 from nas.runs.writers import write_json
 from nas.space_files import load_space
-from supernets import build_static
 
 log = logging.getLogger(__name__)
 

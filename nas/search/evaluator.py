@@ -17,6 +17,7 @@ import torch
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
+from nas.core.families import build_supernet
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
@@ -26,7 +27,6 @@ from nas.runs.config import SupernetRunConfig, run_config_from
 from nas.runs.folder import CONFIG, TRAINING, RunFolder
 from nas.scoring import subnet_accuracy
 from nas.space_files import load_space
-from supernets import build_supernet
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from typing import Any
 import torch.nn as nn
 
 from nas.core.arch import ArchConfig
+from nas.core.families import build_static
 from nas.data import eval_loader
 from nas.metrics import count_macs, count_params
 from nas.scoring import top1
 from nas.train.loop import Trainer, TrainingRequest
-from supernets import build_static
 
 
 class FixedTrainer(Trainer):

@@ -29,6 +29,7 @@ import torch.nn as nn
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
+from nas.core.families import build_supernet, get_family
 from nas.core.space import SearchSpace
 from nas.data import calibration_indices, eval_loader
 from nas.metrics import count_params
@@ -38,8 +39,6 @@ from nas.scoring import subnet_accuracy
 from nas.space_files import recorded_source
 from nas.train.loop import Trainer, TrainingRequest
 from nas.train.losses import inplace_distill_loss
-from supernets import build_supernet, get_family
-from supernets.elastic_ops import enable_slice_gradients
 
 log = logging.getLogger(__name__)
 
@@ -273,8 +272,8 @@ class SupernetTrainer(Trainer):
         return RULES[self.family.training].weight_parameters(self.net)  # called before setup()
 
     def setup(self) -> None:
-        if self.env.world > 1:  # DDP reduces what autograd accumulates; in-place slice gradients bypass it
-            enable_slice_gradients(self.net, False)
+        if self.env.world > 1 and hasattr(self.net, "set_slice_gradients"):
+            self.net.set_slice_gradients(False)  # DDP reduces what autograd accumulates; in-place ones bypass it
         self.rule = RULES[self.family.training](self)
 
     def extra_state(self) -> dict[str, Any]:

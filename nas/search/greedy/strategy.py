@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
+from nas.core.families import get_family
 from nas.core.typed_yaml import setting
 from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import SearchRunConfig
@@ -25,7 +26,6 @@ from nas.search.greedy.algorithm import SearchState, Step, greedy_slim
 from nas.search.objective import Objective
 from nas.search.resolution import resolution_words
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
-from supernets import get_family
 
 
 @dataclass(frozen=True)
