@@ -26,15 +26,14 @@ import datetime
 import os
 import time
 
-from nas import load_space
 from nas.latency import LatencyTable
-from nas.runs.checkpoint import load_checkpoint
 from nas.runs.provenance import code_version
-from nas.search.evaluator import SUPERNET_KEYS, EvalSpec, SubnetEvaluator
+from nas.search.evaluator import SubnetEvaluator
 from nas.search.greedy.algorithm import greedy_slim
 from nas.search.greedy.screen import ScreenConfig
-from nas.search.objective import Objective, cost_function
+from nas.search.objective import Objective, SearchProblem, cost_function
 from nas.search.pool import EvaluatorPool
+from nas.search.supernet_run import SupernetRun
 
 
 def timed_search(spec, space, cost, objective, screen, workers):
@@ -43,10 +42,7 @@ def timed_search(spec, space, cost, objective, screen, workers):
     try:
         start = time.perf_counter()
         state = greedy_slim(
-            space,
-            pool,
-            cost,
-            objective,
+            SearchProblem(space, pool, cost, objective),
             screen=screen,
             resolution=pool.resolution,
             on_step=lambda s: marks.append((time.perf_counter() - start, pool.evaluations)),
@@ -102,14 +98,12 @@ def main() -> None:
     print(header)
     failures, began = 0, time.perf_counter()
     for run, targets in zip(args.supernet, args.targets):
-        spec = EvalSpec.from_run(run)
-        fast_spec = EvalSpec.from_run(run, args.fast_bn_calib_batches, args.fast_search_images)
-        space = load_space(spec.space)
+        supernet = SupernetRun.read(run)
+        spec = supernet.eval_spec()
+        fast_spec = supernet.eval_spec(args.fast_bn_calib_batches, args.fast_search_images)
+        space = supernet.space
         table = LatencyTable.load(args.device, space, args.img_size)
-        num_classes = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)[
-            "num_classes"
-        ]
-        cost = cost_function(table, args.img_size, num_classes)
+        cost = cost_function(table, args.img_size, supernet.num_classes)
         highest = Objective("mes", max(targets))
         full = timed_search(spec, space, cost, highest, ScreenConfig(keep=0), args.workers)
         fast = timed_search(fast_spec, space, cost, highest, fast_screen, args.workers)

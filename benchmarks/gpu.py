@@ -243,9 +243,12 @@ def main() -> None:
     import random
 
     from nas import load_space
-    from nas.search.evaluator import EvalSpec, SubnetEvaluator
+    from nas.search.evaluator import SubnetEvaluator
+    from nas.search.supernet_run import SupernetRun
 
-    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=2 if smoke else 8, search_images=64 if smoke else 2000)
+    spec = SupernetRun.read(supernet_run).eval_spec(
+        bn_calib_batches=2 if smoke else 8, search_images=64 if smoke else 2000
+    )
     evaluator = SubnetEvaluator(spec, device=device)
     space_ = load_space(spec.space)
     rng = random.Random(0)

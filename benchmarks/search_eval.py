@@ -19,8 +19,8 @@ from pathlib import Path
 
 from nas import load_space
 from nas.cli import main as nas_main
-from nas.search.evaluator import EvalSpec
 from nas.search.pool import EvaluatorPool
+from nas.search.supernet_run import SupernetRun
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
                     "1",
                 ]
             )
-        spec = EvalSpec.from_run(supernet, args.bn_calib_batches)
+        spec = SupernetRun.read(supernet).eval_spec(args.bn_calib_batches)
         space = load_space(spec.space)
         rng = random.Random(args.seed)
         archs = list({a.digest: a for a in (space.sample(rng) for _ in range(10 * args.evaluations))}.values())

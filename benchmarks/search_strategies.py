@@ -35,10 +35,11 @@ from nas import ArchConfig
 from nas.runs.folder import SEARCH, RunFolder
 from nas.runs.provenance import code_version
 from nas.search.engine import SearchRequest, search
-from nas.search.evaluator import DiskCache, EvalSpec, Fidelity
+from nas.search.evaluator import DiskCache, Fidelity
 from nas.search.finalists import FinalScoring
 from nas.search.objective import Objective
 from nas.search.pool import EvaluatorPool
+from nas.search.supernet_run import SupernetRun
 
 #: label -> (strategy, options, whether it takes the budget and the seed)
 STRATEGIES = {
@@ -113,7 +114,7 @@ def main() -> None:
         print(line, flush=True)
         lines.append(line)
 
-    spec = EvalSpec.from_run(args.supernet, args.bn_calib_batches, args.search_images)
+    spec = SupernetRun.read(args.supernet).eval_spec(args.bn_calib_batches, args.search_images)
     heldout = Fidelity(args.heldout_calib_batches or 2 * spec.calib_batches, args.heldout_images, split="val")
     judge = EvaluatorPool(spec, cache=DiskCache(args.out / "heldout.jsonl", spec.context()))
     version = code_version()

@@ -17,8 +17,8 @@ from nas.search.objective import cost_function
 from nas.search.sample import sample_within_budget
 from nas.space_files import load_space
 from nas.stats import random_frontier
-from nas.studies.compare import CompareRequest, _prepare
-from nas.studies.compare_plan import draw_seed, plan_networks
+from nas.studies.compare import CompareRequest, planned_networks, prepare
+from nas.studies.compare_plan import draw_seed
 
 SPACE = "efficientformerv2-tiny"
 
@@ -45,7 +45,7 @@ def _planned(searched: ArchConfig, seed: int, tmp_path) -> tuple[float, list[str
         objective="mes",
         device="iphone12",
     )
-    objective, networks, draws = plan_networks(request, _prepare(request))
+    objective, networks, draws = planned_networks(request, prepare(request))
     assert [n for n, _ in networks] == ["searched", "random-0", "random-1", "random-2"]
     return objective.target, [a.digest for _, a in networks[1:]], draws["draw_seed"]
 

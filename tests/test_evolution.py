@@ -10,7 +10,7 @@ import pytest
 from nas import ArchConfig, NasError, load_space
 from nas.cli import main
 from nas.search.evolution import EvolutionOptions, Population, evolve
-from nas.search.objective import Objective, cost_function
+from nas.search.objective import Objective, SearchProblem, cost_function
 from nas.search.predictor import RidgePredictor, encode, kendall_tau
 from nas.search.random_search import random_search
 
@@ -115,10 +115,7 @@ def test_every_candidate_lies_in_the_band_none_twice_and_the_elite_survives():
     options = EvolutionOptions(evaluations=70, population=16, parents=4, tolerance=0.05, predictor=False)
     saved = []
     population = evolve(
-        space,
-        smooth_accuracy(space),
-        cost,
-        objective,
+        SearchProblem(space, smooth_accuracy(space), cost, objective),
         options,
         random.Random(0),
         on_generation=lambda p: saved.append(len(p.members)),
@@ -138,8 +135,8 @@ def test_evolution_finds_better_networks_than_random_search_at_equal_evaluations
     plain = EvolutionOptions(evaluations=96, predictor=False)
     wins = 0
     for seed in range(3):
-        evolved = evolve(space, accuracy, cost, objective, plain, random.Random(seed))
-        drawn = random_search(space, accuracy, cost, objective, 96, random.Random(seed), tolerance=0.05)
+        evolved = evolve(SearchProblem(space, accuracy, cost, objective), plain, random.Random(seed))
+        drawn = random_search(SearchProblem(space, accuracy, cost, objective), 96, random.Random(seed), tolerance=0.05)
         wins += evolved.best()["accuracy"] > max(r["accuracy"] for r in drawn)
     assert wins == 3
 
@@ -147,7 +144,7 @@ def test_evolution_finds_better_networks_than_random_search_at_equal_evaluations
 def test_the_predictor_screens_children_and_its_tau_is_logged():
     space, cost, objective = _setup()
     options = EvolutionOptions(evaluations=48, population=16, predictor=True, screen=4, explore=0.25)
-    population = evolve(space, smooth_accuracy(space), cost, objective, options, random.Random(0))
+    population = evolve(SearchProblem(space, smooth_accuracy(space), cost, objective), options, random.Random(0))
     taus = [g["predictor_tau"] for g in population.generations]
     assert taus[0] is None and all(t is not None for t in taus[1:])
     assert np.mean(taus[1:]) > 0.2  # it ranks networks it had not seen
@@ -158,7 +155,7 @@ def test_a_resumed_evolution_continues_exactly(tmp_path):
     space, cost, objective = _setup()
     options = EvolutionOptions(evaluations=64, population=16, predictor=True, screen=2)
     accuracy = smooth_accuracy(space)
-    whole = evolve(space, accuracy, cost, objective, options, random.Random(4))
+    whole = evolve(SearchProblem(space, accuracy, cost, objective), options, random.Random(4))
     path = tmp_path / "population.json"
 
     def stop_after_two(population):
@@ -167,8 +164,10 @@ def test_a_resumed_evolution_continues_exactly(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        evolve(space, accuracy, cost, objective, options, random.Random(4), on_generation=stop_after_two)
-    resumed = evolve(space, accuracy, cost, objective, options, random.Random(999), population=Population.read(path))
+        evolve(SearchProblem(space, accuracy, cost, objective), options, random.Random(4), on_generation=stop_after_two)
+    resumed = evolve(
+        SearchProblem(space, accuracy, cost, objective), options, random.Random(999), population=Population.read(path)
+    )
     assert [m["digest"] for m in resumed.members] == [m["digest"] for m in whole.members]
     path.write_text("{not json")
     with pytest.raises(NasError, match="corrupt population"):
@@ -180,11 +179,19 @@ def test_networks_named_by_the_user_start_the_first_population_and_must_lie_in_t
     rng = random.Random(0)
     inside = next(a for a in iter(lambda: space.sample(rng), None) if objective.in_band(cost(a), 0.05))
     population = evolve(
-        space, smooth_accuracy(space), cost, objective, EvolutionOptions(evaluations=16), rng, include=[inside]
+        SearchProblem(space, smooth_accuracy(space), cost, objective),
+        EvolutionOptions(evaluations=16),
+        rng,
+        include=[inside],
     )
     assert population.members[0]["digest"] == inside.digest
     with pytest.raises(NasError, match="outside the band"):
-        evolve(space, smooth_accuracy(space), cost, objective, EvolutionOptions(), rng, include=[space.largest()])
+        evolve(
+            SearchProblem(space, smooth_accuracy(space), cost, objective),
+            EvolutionOptions(),
+            rng,
+            include=[space.largest()],
+        )
 
 
 # --- through nas search, on a real supernet -------------------------------------------------------------------

@@ -9,9 +9,10 @@ import pytest
 
 from nas import ArchConfig, NasError, load_space
 from nas.cli import main
-from nas.search.evaluator import DiskCache, EvalSpec, Fidelity, SubnetEvaluator
+from nas.search.evaluator import DiskCache, Fidelity, SubnetEvaluator
 from nas.search.finalists import pooled_sd
 from nas.search.pool import EvaluatorPool
+from nas.search.supernet_run import SupernetRun
 
 
 def test_a_fidelity_names_its_images_and_draw():
@@ -25,7 +26,7 @@ def test_a_fidelity_names_its_images_and_draw():
 
 
 def test_scores_at_other_draws_and_splits_use_other_images_and_are_cached_apart(tiny_supernet, tmp_path):
-    spec = EvalSpec.from_run(tiny_supernet, bn_calib_batches=1, search_images=60)
+    spec = SupernetRun.read(tiny_supernet).eval_spec(bn_calib_batches=1, search_images=60)
     evaluator = SubnetEvaluator(spec)
     arch = evaluator.space.smallest()
     assert spec.fidelity == Fidelity(1, 60) and evaluator.images() == 60
@@ -48,7 +49,7 @@ def test_scores_at_other_draws_and_splits_use_other_images_and_are_cached_apart(
 def test_a_batch_interrupted_midway_keeps_every_score_it_had(tiny_supernet, tmp_path, monkeypatch):
     """Greedy's full step is one batch of every shrink (minutes on a real supernet): each score lands in
     the cache as it comes, so a search killed in the batch resumes without scoring those again."""
-    spec = EvalSpec.from_run(tiny_supernet, bn_calib_batches=1, search_images=30)
+    spec = SupernetRun.read(tiny_supernet).eval_spec(bn_calib_batches=1, search_images=30)
     space = load_space("efficientformerv2-tiny")
     archs = list({a.digest: a for a in (space.sample(random.Random(i)) for i in range(6))}.values())[:3]
     path = tmp_path / "evaluations.jsonl"

@@ -235,9 +235,9 @@ def test_search_and_compare_name_a_corrupt_image(real_images, tmp_path, capsys):
     # would cost every evaluator minutes): one of those, corrupt, is named before the run starts.
     from nas.data import load_splits
     from nas.recipe import recipe_from_saved
-    from nas.search.evaluator import EvalSpec
+    from nas.search.supernet_run import SupernetRun
 
-    spec = EvalSpec.from_run(supernet)
+    spec = SupernetRun.read(supernet).eval_spec()
     bad = Path(load_splits(str(data), recipe_from_saved(spec.recipe), spec.seed, decode_all=False).search.paths[0])
     bad.write_bytes(b"not a jpeg at all")
     assert main(argv("search --supernet {} --objective params --target 2e5 --run {}", supernet, tmp_path / "s")) == 2

@@ -6,7 +6,7 @@ from helpers import argv
 from nas import NasError, load_space
 from nas.latency import LatencyTable
 from nas.search.greedy.algorithm import greedy_slim
-from nas.search.objective import Cost, Objective, cost_function, reachable_range
+from nas.search.objective import Cost, Objective, SearchProblem, cost_function, reachable_range
 from nas.search.sample import sample_within_budget, within_budget
 
 MINI = """family: efficientformerv2
@@ -39,7 +39,7 @@ def toy_accuracy_fn(evaluated):
 
 def test_greedy_takes_the_smallest_accuracy_drop_per_unit_saved(mini):
     evaluated = []
-    state = greedy_slim(mini, toy_accuracy_fn(evaluated), toy_cost, Objective("params", 2000))
+    state = greedy_slim(SearchProblem(mini, toy_accuracy_fn(evaluated), toy_cost, Objective("params", 2000)))
     # Step 1: narrowing stage 4 costs 0.008 for 1280 saved (6.3e-6 / unit) beats narrowing stage 3
     # (0.016 / 1536) and removing a stage-3 block (0.2 / 1024). Step 2: narrow stage 3. 1856 <= 2000.
     assert [s.action for s in state.steps] == ["narrow stage (stage 4)", "narrow stage (stage 3)"]
@@ -48,7 +48,7 @@ def test_greedy_takes_the_smallest_accuracy_drop_per_unit_saved(mini):
     assert state.steps[-1].accuracy == pytest.approx(0.732)
     assert state.steps[0].delta_accuracy == pytest.approx(0.008)
     assert len(evaluated) == 1 + 3 + 2  # the start, then only actions that save parameters
-    longer = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700))
+    longer = greedy_slim(SearchProblem(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700)))
     assert longer.steps[-1].action == "remove block (stage 3 block 2)" and longer.steps[-1].cost.params == 1600
 
 
@@ -59,7 +59,7 @@ def test_a_shrink_that_raises_accuracy_counts_as_no_drop_and_the_larger_step_win
     def accuracy(archs):
         return [0.5 + 0.2 * (a.depths[2] - 1) - 0.001 * a.widths[2] - 0.002 * a.widths[3] for a in archs]
 
-    state = greedy_slim(mini, accuracy, toy_cost, Objective("params", 4000))
+    state = greedy_slim(SearchProblem(mini, accuracy, toy_cost, Objective("params", 4000)))
     assert [s.action for s in state.steps] == ["narrow stage (stage 3)"] and state.steps[0].delta_accuracy < 0
     from nas.search.objective import greedy_key
 
@@ -79,7 +79,9 @@ def test_resolution_lets_a_larger_step_with_a_small_drop_beat_a_notch_with_none(
         return [0.5 + 0.001 * (a.depths[2] - 1) + 0.0001 * a.widths[2] for a in archs]
 
     def first(resolution):
-        return greedy_slim(mini, accuracy, toy_cost, Objective("params", 4000), resolution=resolution).steps[0]
+        return greedy_slim(
+            SearchProblem(mini, accuracy, toy_cost, Objective("params", 4000)), resolution=resolution
+        ).steps[0]
 
     assert first(0.0).action == "narrow stage (stage 4)"
     assert first(0.01).action == "narrow stage (stage 3)"
@@ -87,19 +89,20 @@ def test_resolution_lets_a_larger_step_with_a_small_drop_beat_a_notch_with_none(
 
 def test_unreachable_target_gives_the_range(mini):
     with pytest.raises(NasError, match=r"params target 1000 is out of reach: .* span params 1600 to 4672"):
-        greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1000))
+        greedy_slim(SearchProblem(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1000)))
     assert reachable_range(mini, toy_cost, Objective("params", 1)) == (4672, 1600)
 
 
 def test_resume_from_saved_state_gives_the_same_path(mini):
     saved = []
     full = greedy_slim(
-        mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700), on_step=lambda s: saved.append(list(s.steps))
+        SearchProblem(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700)),
+        on_step=lambda s: saved.append(list(s.steps)),
     )
     from nas.search.greedy.algorithm import SearchState
 
     partial = SearchState(full.start, full.start_accuracy, saved[1])  # stopped after step 1
-    resumed = greedy_slim(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700), state=partial)
+    resumed = greedy_slim(SearchProblem(mini, toy_accuracy_fn([]), toy_cost, Objective("params", 1700)), state=partial)
     assert [s.arch for s in resumed.steps] == [s.arch for s in full.steps]
 
 
@@ -111,11 +114,11 @@ def test_mes_and_latency_objectives_on_a_real_table():
         return [sum(a.depths) / 40 + sum(a.widths) / 2000 for a in archs]
 
     s0 = space.named("efficientformerv2_s0")
-    mes_state = greedy_slim(space, accuracy, cost, Objective("mes", 150), start=s0)  # S0: 72.5
+    mes_state = greedy_slim(SearchProblem(space, accuracy, cost, Objective("mes", 150)), start=s0)  # S0: 72.5
     before_last = mes_state.steps[-2].arch if len(mes_state.steps) > 1 else s0
     assert cost(mes_state.current).mes >= 150 > cost(before_last).mes and mes_state.steps
     assert all(step.gain > 0 for step in mes_state.steps)
-    lat_state = greedy_slim(space, accuracy, cost, Objective("latency", 1.0), start=s0)  # S0: 1.258 ms
+    lat_state = greedy_slim(SearchProblem(space, accuracy, cost, Objective("latency", 1.0)), start=s0)  # S0: 1.258 ms
     assert cost(lat_state.current).latency_ms <= 1.0
     assert all(b.cost.latency_ms < a.cost.latency_ms for a, b in zip(lat_state.steps, lat_state.steps[1:]))
 
@@ -195,10 +198,7 @@ def _main_space_search(screen, state=None, on_step=None, target=150):
 
     s1 = space.named("efficientformerv2_s1")
     result = greedy_slim(
-        space,
-        accuracy,
-        cost,
-        Objective("mes", target),
+        SearchProblem(space, accuracy, cost, Objective("mes", target)),
         start=s1,
         state=state,
         on_step=on_step,

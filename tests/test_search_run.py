@@ -7,10 +7,10 @@ from helpers import argv, copy_run, search_argv
 
 from nas import ArchConfig, load_space
 from nas.cli import main
-from nas.search.evaluator import EvalSpec
 from nas.search.greedy.algorithm import greedy_slim
-from nas.search.objective import Objective, cost_function
+from nas.search.objective import Objective, SearchProblem, cost_function
 from nas.search.pool import EvaluatorPool
+from nas.search.supernet_run import SupernetRun
 
 
 @pytest.fixture
@@ -79,10 +79,10 @@ def test_not_a_supernet_run(tmp_path, capsys):
 @pytest.mark.slow
 def test_ray_pool_survives_a_killed_worker(supernet_run):
     space = load_space("efficientformerv2-tiny")
-    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1)
+    spec = SupernetRun.read(supernet_run).eval_spec(bn_calib_batches=1)
     cost = cost_function(None, 224, 10)
     objective = Objective("params", 250_000)
-    local = greedy_slim(space, EvaluatorPool(spec, workers=0), cost, objective)
+    local = greedy_slim(SearchProblem(space, EvaluatorPool(spec, workers=0), cost, objective))
 
     pool = EvaluatorPool(spec, workers=2)
     try:
@@ -96,7 +96,7 @@ def test_ray_pool_survives_a_killed_worker(supernet_run):
                 os.kill(pids[0], signal.SIGKILL)
             return pool(archs)
 
-        distributed = greedy_slim(space, accuracy, cost, objective)
+        distributed = greedy_slim(SearchProblem(space, accuracy, cost, objective))
         assert pool.worker_pids()[0] != pids[0]  # the actor was restarted
     finally:
         pool.close()
@@ -145,7 +145,7 @@ def test_evaluator_preloads_its_images_and_scores_as_the_loaders_do(supernet_run
     from nas.scoring import subnet_accuracy
     from nas.search.evaluator import SubnetEvaluator
 
-    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1)
+    spec = SupernetRun.read(supernet_run).eval_spec(bn_calib_batches=1)
     evaluator = SubnetEvaluator(spec)
     assert isinstance(evaluator.search, list) and isinstance(evaluator.calib, list)  # digits fit in memory
     small = SubnetEvaluator(dataclasses.replace(spec, recipe={**spec.recipe, "cache_max_mb": 0}))
@@ -162,7 +162,7 @@ def test_search_images_scores_a_fixed_balanced_subset_recorded_with_the_run(supe
     from nas.recipe import recipe_from_saved
     from nas.search.evaluator import SubnetEvaluator
 
-    spec = EvalSpec.from_run(supernet_run, bn_calib_batches=1, search_images=60)
+    spec = SupernetRun.read(supernet_run).eval_spec(bn_calib_batches=1, search_images=60)
     splits = load_splits(spec.data, recipe_from_saved(spec.recipe), spec.seed)
     chosen = balanced_indices(splits.search, 60, 5)
     assert chosen == sorted(set(chosen)) and len(chosen) == 60 == len(balanced_indices(splits.search, 60, 5))
@@ -172,7 +172,10 @@ def test_search_images_scores_a_fixed_balanced_subset_recorded_with_the_run(supe
     assert balanced_indices(splits.search, 10**6, 5) == list(range(len(splits.search)))
     evaluator = SubnetEvaluator(spec)
     assert sum(len(labels) for _, labels in evaluator.search) == 60
-    assert spec.context()["search_images"] == 60 and "search_images" not in EvalSpec.from_run(supernet_run).context()
+    assert (
+        spec.context()["search_images"] == 60
+        and "search_images" not in SupernetRun.read(supernet_run).eval_spec().context()
+    )
 
     out = tmp_path / "search"
     argv = ["search", "--supernet", str(supernet_run), "--objective", "params", "--target", "1e9", "--run", str(out)]

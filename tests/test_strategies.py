@@ -14,7 +14,7 @@ import yaml
 
 from nas import ArchConfig, NasError, load_space
 from nas.cli import main
-from nas.search.objective import Objective, cost_function
+from nas.search.objective import Objective, SearchProblem, cost_function
 from nas.search.strategy import (
     _BUILTIN,
     _STRATEGIES,
@@ -255,7 +255,7 @@ def test_nsga_optimises_the_objective_asked_for_even_with_a_latency_table(tmp_pa
         run.mkdir()
         target = _mid_target(space, cost, key) if key != "mes" else cost(space.largest()).mes * 1.3
         objective = Objective(name, target)
-        records, front = nsga_search(space, fake_accuracy, cost, objective, 6, 0, run)
+        records, front = nsga_search(SearchProblem(space, fake_accuracy, cost, objective), 6, 0, run)
         study = _study(run)
         assert study.directions == [StudyDirection.MAXIMIZE, direction]
         for t in study.trials:
@@ -276,11 +276,11 @@ def test_a_study_of_another_objective_or_target_is_refused(tmp_path):
     space = load_space("efficientformerv2-tiny")
     cost = cost_function(None, 224, 10)
     target = _mid_target(space, cost, "params")
-    nsga_search(space, fake_accuracy, cost, Objective("params", target), 2, 0, tmp_path)
+    nsga_search(SearchProblem(space, fake_accuracy, cost, Objective("params", target)), 2, 0, tmp_path)
     with pytest.raises(NasError, match=f"study nas-search holds params {target:g}, not params {target / 2:g}"):
-        nsga_search(space, fake_accuracy, cost, Objective("params", target / 2), 2, 0, tmp_path)
+        nsga_search(SearchProblem(space, fake_accuracy, cost, Objective("params", target / 2)), 2, 0, tmp_path)
     # The same objective and target continue the study.
-    records, _ = nsga_search(space, fake_accuracy, cost, Objective("params", target), 3, 0, tmp_path)
+    records, _ = nsga_search(SearchProblem(space, fake_accuracy, cost, Objective("params", target)), 3, 0, tmp_path)
     assert len(records) == 3
 
 
@@ -322,19 +322,30 @@ def test_random_search_draws_in_the_band_whatever_the_batch():
     objective = Objective("params", _mid_target(space, cost, "params"))
     seen = []
     records = random_search(
-        space, fake_accuracy, cost, objective, 10, random.Random(5), batch=3, on_batch=seen.append, tolerance=0.1
+        SearchProblem(space, fake_accuracy, cost, objective),
+        10,
+        random.Random(5),
+        batch=3,
+        on_batch=seen.append,
+        tolerance=0.1,
     )
     assert len(records) == 10 and len(seen) == 4  # batches of 3, 3, 3, 1
     assert all(0.9 * objective.target <= r["params"] <= objective.target for r in records)  # two-sided
     assert len({r["digest"] for r in records}) == 10
     expected = sample_distinct(space, 10, lambda a: objective.in_band(cost(a), 0.1), random.Random(5))
     assert [r["digest"] for r in records] == [a.digest for a in expected]
-    again = random_search(space, fake_accuracy, cost, objective, 10, random.Random(5), batch=8, tolerance=0.1)
+    again = random_search(
+        SearchProblem(space, fake_accuracy, cost, objective), 10, random.Random(5), batch=8, tolerance=0.1
+    )
     assert again == records
-    one_sided = random_search(space, fake_accuracy, cost, objective, 30, random.Random(5))  # tolerance None
+    one_sided = random_search(
+        SearchProblem(space, fake_accuracy, cost, objective), 30, random.Random(5)
+    )  # tolerance None
     assert any(r["params"] < 0.9 * objective.target for r in one_sided)
     with pytest.raises(NasError, match="none of 50 random sub-networks"):
-        random_search(space, fake_accuracy, cost, Objective("params", 1), 3, random.Random(0), max_draws=50)
+        random_search(
+            SearchProblem(space, fake_accuracy, cost, Objective("params", 1)), 3, random.Random(0), max_draws=50
+        )
 
 
 def test_random_strategy_writes_its_trials_and_resumes(tiny_supernet, tmp_path, capsys):

@@ -66,17 +66,18 @@ def run(args: argparse.Namespace) -> int:
     from nas.recipe import load_recipe
     from nas.search.objective import Objective, cost_function, require_table
     from nas.search.resolution import price_size, resolution_words, warn_if_apart
-    from nas.search.sample import sample_within_budget, supernet_pricing
+    from nas.search.sample import sample_within_budget
+    from nas.search.supernet_run import SupernetRun
     from nas.space_files import load_space
 
     if not (args.space or args.supernet):
         raise NasError("nas sample needs --space or --supernet (whose space it samples)")
     objective = Objective(args.objective, args.target)
     require_table(objective.name, args.device)
-    pricing = supernet_pricing(args.supernet) if args.supernet else None
-    space = load_space(args.space or pricing.space)
-    if pricing is not None and space.name != load_space(pricing.space).name:
-        raise NasError(f"--space {args.space} does not match the supernet run's space {load_space(pricing.space).name}")
+    pricing = SupernetRun.read(args.supernet) if args.supernet else None  # its space, training size, classes
+    space = load_space(args.space) if args.space else pricing.space
+    if pricing is not None and space.name != pricing.space.name:
+        raise NasError(f"--space {args.space} does not match the supernet run's space {pricing.space.name}")
     recipe_size = load_recipe(args.recipe).img_size if args.recipe else None
     # Priced where the supernet trained (as its search prices), else where the samples will train.
     img_size = price_size(args.img_size, trained=pricing.img_size if pricing else recipe_size)

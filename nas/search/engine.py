@@ -20,11 +20,11 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
 from nas.latency.predicted import keep, table_for
-from nas.runs.checkpoint import file_digest, load_checkpoint
+from nas.runs.checkpoint import file_digest
 from nas.runs.config import SearchRunConfig
 from nas.runs.folder import SEARCH, RunFolder
 from nas.search.choices import DEFAULT_STRATEGY
-from nas.search.evaluator import SUPERNET_KEYS, DiskCache, EvalSpec
+from nas.search.evaluator import DiskCache, EvalSpec
 from nas.search.family import member_arch_path
 from nas.search.family import search_family as run_family
 from nas.search.finalists import FinalScoring, SearchResult, finalize
@@ -33,6 +33,7 @@ from nas.search.pool import EvaluatorPool
 from nas.search.progress import watched
 from nas.search.resolution import price_size, warn_if_apart
 from nas.search.strategy import SearchContext, SearchStrategy, get_strategy, options_dict, strategy_options
+from nas.search.supernet_run import SupernetRun
 from nas.space_files import load_space, recorded_source
 
 log = logging.getLogger(__name__)
@@ -63,16 +64,21 @@ class SearchRequest:
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    """Everything checked and built before the run folder is touched."""
+class PreparedSearch:
+    """Everything a search checks and builds before its run folder is touched."""
 
+    supernet: SupernetRun
     spec: EvalSpec
-    space: SearchSpace
     cost: Any
     config: SearchRunConfig
     context: dict
     options: Any
     table: LatencyTable | None = None
+
+    @property
+    def space(self) -> SearchSpace:
+        """The supernet's space (loaded once, with the run)."""
+        return self.supernet.space
 
 
 def search(request: SearchRequest) -> SearchResult:
@@ -85,9 +91,9 @@ def search(request: SearchRequest) -> SearchResult:
     if len(request.targets) > 1:
         raise NasError("search() searches one target; search_family() several")
 
-    def one_target(strategy, prepared: _Prepared, pool: EvaluatorPool, folder: RunFolder) -> SearchResult:
+    def one_target(strategy, prepared: PreparedSearch, pool: EvaluatorPool, folder: RunFolder) -> SearchResult:
         context = SearchContext(
-            space=prepared.space,
+            supernet=prepared.supernet,
             pool=pool,
             cost=prepared.cost,
             objective=request.objective,
@@ -122,9 +128,8 @@ def _in_run_folder(request: SearchRequest, body: Callable[..., Any]) -> Any:
     folder = RunFolder(run, SEARCH)
     folder.check(prepared.config, request.resume)
     # The evaluators read the data and weights now: bad data fails before the folder exists.
-    pool = EvaluatorPool(
-        prepared.spec, request.workers, request.ray_address, DiskCache(run / "evaluations.jsonl", prepared.context)
-    )
+    cache = DiskCache(run / "evaluations.jsonl", prepared.context)
+    pool = EvaluatorPool(prepared.spec, request.workers, request.ray_address, cache, space=prepared.space)
     try:
         with folder.start(prepared.config, request.resume):  # checked again, now that no one else writes
             return body(strategy, prepared, pool, folder)
@@ -132,18 +137,16 @@ def _in_run_folder(request: SearchRequest, body: Callable[..., Any]) -> Any:
         pool.close()
 
 
-def _prepare(request: SearchRequest, strategy: SearchStrategy) -> _Prepared:
+def _prepare(request: SearchRequest, strategy: SearchStrategy) -> PreparedSearch:
     """Read and check the supernet run, space, table, objective and options; the run's config."""
     options = strategy_options(strategy, request.options)
-    spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches, request.search_images)
-    space = load_space(spec.space)
+    supernet = SupernetRun.read(request.supernet)  # every evaluator (one per Ray actor) loads the weights
+    spec, space = supernet.eval_spec(request.bn_calib_batches, request.search_images), supernet.space
     if request.space and load_space(request.space).name != space.name:
         raise NasError(f"--space {request.space} does not match the supernet run's space {space.name}")
     objective, device = request.objective, request.device
     require_table(objective.name, device)
-    # Metadata only (tensors mapped, not read); every evaluator (one per Ray actor) loads the weights.
-    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-    num_classes, trained = checkpoint["num_classes"], int(checkpoint["img_size"])
+    num_classes, trained = supernet.num_classes, supernet.img_size
     # Priced where accuracy is measured unless asked otherwise; a resumed search keeps what it recorded.
     recorded = RunFolder(request.run, SEARCH).recorded_setting("img_size", request.resume)
     img_size = price_size(request.img_size, recorded, trained)
@@ -156,7 +159,7 @@ def _prepare(request: SearchRequest, strategy: SearchStrategy) -> _Prepared:
         space.resolve(member_arch_path(name))
     check = getattr(strategy, "check", None)  # a strategy's own checks, before any folder exists
     if check is not None:
-        check(space, objective, cost, options, spec.checkpoint)
+        check(supernet, objective, cost, options)
     table = keep(table) if table is not None else None  # a table predicted just now is saved once all is checked
     context = spec.context()
     config = SearchRunConfig(
@@ -183,4 +186,4 @@ def _prepare(request: SearchRequest, strategy: SearchStrategy) -> _Prepared:
         search_images=request.search_images,
         targets=tuple(float(t) for t in request.targets) if len(request.targets) > 1 else (),
     )
-    return _Prepared(spec, space, cost, config, context, options, table)
+    return PreparedSearch(supernet, spec, cost, config, context, options, table)

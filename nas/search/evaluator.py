@@ -19,12 +19,9 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.families import build_supernet
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import read_yaml
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
 from nas.recipe import recipe_from_saved
 from nas.runs.checkpoint import file_digest, load_checkpoint
-from nas.runs.config import SupernetRunConfig, run_config_from
-from nas.runs.folder import CONFIG, TRAINING, RunFolder
 from nas.scoring import subnet_accuracy
 from nas.space_files import load_space
 
@@ -110,44 +107,17 @@ class EvalSpec:
             **({"search_images": self.search_images} if self.search_images else {}),
         }
 
-    @classmethod
-    def from_run(
-        cls, run: str | Path, bn_calib_batches: int | None = None, search_images: int | None = None
-    ) -> "EvalSpec":
-        folder = RunFolder(run, TRAINING)
-        if not folder.started:
-            raise NasError(
-                f"{folder.path}: not a trained supernet run (no {folder.checkpoint.name}); "
-                "train one with `nas train-supernet`"
-            )
-        config_path = folder.path / CONFIG
-        raw = read_yaml(config_path, "run config") or {}  # read once: its command, then its settings
-        if not isinstance(raw, dict) or raw.get("command") != "train-supernet":
-            command = raw.get("command") if isinstance(raw, dict) else None
-            raise NasError(f"{folder.path}: not a supernet run (config.yaml says {command!r})")
-        config = run_config_from(raw, config_path, SupernetRunConfig)
-        space = config.space_file if config.space_file and Path(config.space_file).exists() else config.space
-        return cls(
-            str(folder.checkpoint),
-            str(space),
-            config.data,
-            dataclasses.asdict(config.recipe),
-            config.seed,
-            bn_calib_batches,
-            search_images,
-        )
-
 
 class SubnetEvaluator:
     """Top-1 of sub-networks on the search split with ``spec``'s supernet weights, BatchNorm
     recalibrated per sub-network; cached in memory by digest."""
 
-    def __init__(self, spec: EvalSpec, device: str = "cpu"):
-
+    def __init__(self, spec: EvalSpec, device: str = "cpu", space: SearchSpace | None = None):
+        # space: spec's, when the caller has loaded it already (the in-process evaluator of a search)
         self.spec = spec
         recipe = dataclasses.replace(recipe_from_saved(spec.recipe), bn_calib_batches=spec.calib_batches)
         state = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS)
-        self.space: SearchSpace = load_space(spec.space)
+        self.space: SearchSpace = space or load_space(spec.space)
         # Only the calibration and scored images are read (and kept, below), not the whole data set.
         splits = load_splits(spec.data, recipe, spec.seed, decode_all=False)
         self.net = build_supernet(self.space, img_size=state["img_size"], num_classes=state["num_classes"])

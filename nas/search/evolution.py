@@ -38,7 +38,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
 from nas.search.family import member_arch_path
-from nas.search.objective import AccuracyFn, CostFn, Objective
+from nas.search.objective import SearchProblem
 from nas.search.predictor import AccuracyPredictor, RidgePredictor, kendall_tau
 from nas.search.sample import InBand, sample_distinct
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
@@ -157,10 +157,7 @@ def breed(
 
 
 def evolve(
-    space: SearchSpace,
-    accuracy: AccuracyFn,
-    cost: CostFn,
-    objective: Objective,
+    problem: SearchProblem,
     options: EvolutionOptions,
     rng: random.Random,
     include: Sequence[ArchConfig] = (),
@@ -170,6 +167,7 @@ def evolve(
 ) -> Population:
     """Evolve until ``options.evaluations`` networks are evaluated, continuing ``population`` (its
     saved random state included) when given; ``on_generation`` gets the archive after each."""
+    space, accuracy, cost, objective = problem.space, problem.accuracy, problem.cost, problem.objective
     tolerance = options.tolerance
 
     def accept(arch: ArchConfig) -> bool:
@@ -279,10 +277,7 @@ class EvolutionStrategy(InBand):
             context.clock.tick()
 
         population = evolve(
-            context.space,
-            context.pool,
-            context.cost,
-            context.objective,
+            SearchProblem(context.space, context.pool, context.cost, context.objective),
             options,
             random.Random(context.seed),
             include,

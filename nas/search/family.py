@@ -96,7 +96,7 @@ def search_family(request, strategy, prepared, pool, folder: RunFolder) -> dict[
                 if not resume and previous is not None and hasattr(strategy, "continue_from"):
                     resume = bool(strategy.continue_from(previous, sub))  # greedy: one path
                 context = SearchContext(
-                    space=prepared.space,
+                    supernet=prepared.supernet,
                     pool=pool,
                     cost=prepared.cost,
                     objective=objective,

@@ -23,7 +23,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import dump_yaml, setting
 from nas.runs.writers import pyplot, save_figure
-from nas.search.objective import AccuracyFn, CostFn, Objective
+from nas.search.objective import Objective, SearchProblem
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
 from nas.search.trials import trials_outcome, write_trials
 
@@ -106,10 +106,7 @@ def violation(objective: Objective, value: float) -> float:
 
 
 def nsga_search(
-    space: SearchSpace,
-    accuracy: AccuracyFn,
-    cost: CostFn,
-    objective: Objective,
+    problem: SearchProblem,
     trials: int,
     seed: int,
     run: Path,
@@ -128,6 +125,7 @@ def nsga_search(
     from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
 
+    space, accuracy, cost, objective = problem.space, problem.accuracy, problem.cost, problem.objective
     study = open_study(storage or default_storage(run), study_name, seed, objective, population)
 
     def evaluate(trial):
@@ -188,10 +186,7 @@ class NsgaStrategy:
     def run(self, context: SearchContext, options: NsgaOptions) -> StrategyOutcome:
         """Run (or continue) the study; choose its most accurate trial within the target."""
         records, front = nsga_search(
-            context.space,
-            context.pool,
-            context.cost,
-            context.objective,
+            SearchProblem(context.space, context.pool, context.cost, context.objective),
             options.evaluations,
             context.seed,
             context.run,

@@ -87,6 +87,17 @@ class Objective:
         return {"mes": "MES", "latency": "ms", "params": "parameters"}[self.name]
 
 
+@dataclass(frozen=True)
+class SearchProblem:
+    """What a search algorithm (greedy slimming, evolution, random search, NSGA-II) searches: the
+    ``space``, the ``accuracy`` of a batch of its networks, the ``cost`` of one, and the ``objective``."""
+
+    space: SearchSpace
+    accuracy: AccuracyFn
+    cost: CostFn
+    objective: Objective
+
+
 def require_table(objective: str, device: str | None) -> None:
     """Refuse an objective priced by a latency table (``mes``, ``latency``) without ``--device``."""
     if objective != "params" and not device:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
+from nas.core.space import SearchSpace
 from nas.search.evaluator import DiskCache, EvalSpec, Fidelity, SubnetEvaluator, cache_key
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class EvaluatorPool:
         address: str | None = None,
         cache: DiskCache | None = None,
         threads_per_worker: int = 1,
+        space: SearchSpace | None = None,  # spec's space, already loaded (the in-process evaluator takes it)
     ):
         self.spec, self.cache, self.actors, self._started_ray = spec, cache, [], False
         self.fidelity = spec.fidelity  # what a search scores at; score() takes others
@@ -78,7 +80,7 @@ class EvaluatorPool:
         self._memory: dict[str, float] = {}
         self._memory_archs: dict[str, dict] = {}
         if workers == 0 and address is None:
-            self.local = SubnetEvaluator(spec)
+            self.local = SubnetEvaluator(spec, space=space)
             self.scored_images = self.local.scored_images
             return
         import ray

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nas.core.errors import NasError
-from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
-from nas.search.objective import AccuracyFn, CostFn, Objective
+from nas.search.objective import Objective, SearchProblem
 from nas.search.sample import InBand, sample_distinct
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
 from nas.search.trials import trial_record, trials_outcome, write_trials
@@ -46,10 +45,7 @@ class RandomOptions:
 
 
 def random_search(
-    space: SearchSpace,
-    accuracy: AccuracyFn,
-    cost: CostFn,
-    objective: Objective,
+    problem: SearchProblem,
     trials: int,
     rng: random.Random,
     batch: int = 8,
@@ -61,6 +57,7 @@ def random_search(
     drawn with ``rng`` in ``objective``'s band of ``tolerance`` (None: that meet it), evaluated
     ``batch`` at a time (``on_batch`` gets the records so far after each). Fewer if ``max_draws``
     draws find fewer; a :class:`NasError` if none."""
+    space, accuracy, cost, objective = problem.space, problem.accuracy, problem.cost, problem.objective
     archs = sample_distinct(space, trials, lambda arch: objective.in_band(cost(arch), tolerance), rng, max_draws)
     where = f"{objective.name} {objective.target:g}" + (f" within {100 * tolerance:g}%" if tolerance else "")
     if not archs:
@@ -96,10 +93,7 @@ class RandomStrategy(InBand):
             context.clock.tick()
 
         records = random_search(
-            context.space,
-            context.pool,
-            context.cost,
-            context.objective,
+            SearchProblem(context.space, context.pool, context.cost, context.objective),
             options.evaluations,
             random.Random(context.seed),
             batch=max(8, len(getattr(context.pool, "actors", ()))),

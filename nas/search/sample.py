@@ -5,33 +5,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.runs.checkpoint import load_checkpoint
-from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
 from nas.search.objective import CostFn, Objective, reachable_range, require_reachable
-
-
-@dataclass(frozen=True)
-class SupernetPricing:
-    """How ``nas search`` prices the sub-networks of a supernet run: its space, the input size it
-    trained at and its number of classes."""
-
-    space: str  # name or path
-    img_size: int
-    num_classes: int
-
-
-def supernet_pricing(run: str) -> SupernetPricing:
-    """The space, training size and classes of the supernet run ``run`` (its checkpoint's metadata)."""
-    spec = EvalSpec.from_run(run)
-    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-    return SupernetPricing(spec.space, int(checkpoint["img_size"]), int(checkpoint["num_classes"]))
+from nas.search.supernet_run import SupernetRun
 
 
 def within_budget(objective: Objective, value: float, tolerance: float) -> bool:
@@ -85,9 +66,9 @@ class InBand:
     """What a strategy that draws in the band of its ``tolerance`` option (evolution, random search)
     checks: that a random sub-network lies in the band, before the run folder exists."""
 
-    def check(self, space: SearchSpace, objective: Objective, cost: CostFn, options, checkpoint: str) -> None:
+    def check(self, supernet: SupernetRun, objective: Objective, cost: CostFn, options) -> None:
         """Refuse a band no random sub-network lies in (:func:`require_band`)."""
-        require_band(space, objective, cost, options.tolerance)
+        require_band(supernet.space, objective, cost, options.tolerance)
 
 
 def sample_within_budget(

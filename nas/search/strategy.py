@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from nas.runs.provenance import RunClock
     from nas.search.objective import CostFn, Objective
     from nas.search.pool import EvaluatorPool
+    from nas.search.supernet_run import SupernetRun
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class Scored:
 class SearchContext:
     """What every strategy searches with; the run folder is checked, locked and holds ``config.yaml``."""
 
-    space: SearchSpace
+    supernet: SupernetRun  # the trained supernet run searched (its space, sizes, checkpoint)
     pool: EvaluatorPool  # accuracies of sub-networks (``pool(archs)``), cached in the run folder
     cost: CostFn  # parameters and latency of a sub-network, known without evaluating it
     objective: Objective  # what to optimise, and the target a chosen sub-network must meet
@@ -75,6 +76,11 @@ class SearchContext:
     # start from those inside its band, at no evaluation's cost (nas.search.family).
     known: tuple[Scored, ...] = ()
     in_family: bool = False  # one band of a family: networks named for other bands are left to those
+
+    @property
+    def space(self) -> SearchSpace:
+        """The space searched: the supernet's."""
+        return self.supernet.space
 
     def latency_interval(self, ms: float | None) -> list[float] | None:
         """The latency's prediction interval ``[low, high]`` where the table has one."""

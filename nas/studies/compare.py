@@ -35,13 +35,12 @@ from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
-from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import COMPARISON, RunFolder
 from nas.runs.writers import write_json
-from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
+from nas.search.evaluator import EvalSpec
 from nas.search.objective import Objective, require_table
-from nas.space_files import load_space
+from nas.search.supernet_run import SupernetRun
 from nas.stats import mean_std, pooled_std, random_frontier, searched_vs_baselines, searched_vs_random
 from nas.studies.compare_plan import adopt_trainings, network_kind, plan_networks, reused_networks, saved_plan
 from nas.studies.compare_report import plot, sources_words, to_csv, to_markdown
@@ -91,14 +90,14 @@ class CompareRequest:
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    """Everything checked and built before the comparison's folder is touched."""
+class PreparedComparison:
+    """Everything a comparison checks and builds before its folder is touched."""
 
     config: CompareRunConfig
     num_classes: int
     table: LatencyTable | None
     cost: Any
-    supernet_spec: EvalSpec | None
+    supernet_spec: EvalSpec | None  # the supernet scores' evaluator (None: no supernet scores)
     supernet_context: dict
     reused: list[tuple[str, ArchConfig]] | None = None  # random_from's random networks (its names)
 
@@ -112,13 +111,13 @@ def compare(request: CompareRequest) -> dict[str, Any]:
     ``out`` is locked while the comparison runs; ``resume`` continues it only with the same
     settings (:class:`nas.runs.config.CompareRunConfig`)."""
     _check_request(request)
-    prepared = _prepare(request)
+    prepared = prepare(request)
     folder = RunFolder(request.out, COMPARISON)
     saved = folder.check(prepared.config, request.resume)
     if saved is not None:
         objective, networks, draws = saved_plan(folder, saved)
     else:
-        objective, networks, draws = plan_networks(request, prepared)
+        objective, networks, draws = planned_networks(request, prepared)
     plan = {
         "objective": {"name": objective.name, "target": objective.target},
         "networks": [{"name": n, "arch": a.to_dict(), "digest": a.digest} for n, a in networks],
@@ -128,6 +127,20 @@ def compare(request: CompareRequest) -> dict[str, Any]:
         for name, arch in networks:  # written again on resume: a run killed before it wrote them has them
             arch.save(folder.path / "archs" / f"{name}.yaml")
         return _train_and_report(request, prepared, folder, objective, networks, draws)
+
+
+def planned_networks(
+    request: CompareRequest, prepared: PreparedComparison
+) -> tuple[Objective, list[tuple[str, ArchConfig]], dict]:
+    """The budget (``--target``, else the searched network's own), the networks and how the random ones were
+    chosen, for a comparison not yet started (:func:`nas.studies.compare_plan.plan_networks`)."""
+    searched, cost = request.searched, prepared.cost
+    own = Objective(request.objective, 1.0).value(cost(searched))
+    objective = Objective(request.objective, request.target if request.target is not None else own)
+    networks, draws = plan_networks(
+        request.space, searched, objective, cost, prepared.config, request.baselines, prepared.reused
+    )
+    return objective, networks, draws
 
 
 def _check_request(request: CompareRequest) -> None:
@@ -157,20 +170,20 @@ def _check_request(request: CompareRequest) -> None:
             raise NasError(f"--reuse-trainings {source}: not a comparison folder (no plan.json)")
 
 
-def _prepare(request: CompareRequest) -> _Prepared:
+def prepare(request: CompareRequest) -> PreparedComparison:
     """Read and check the data, the supernet run and the table; the comparison's config."""
     space = request.space
     num_classes, fingerprint = read_data_identity(request.data, request.recipe, request.seed)
     supernet_spec, supernet_context, supernet_size = None, {}, None
     if request.supernet:
-        supernet_spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
-        if load_space(supernet_spec.space).name != space.name:
+        supernet = SupernetRun.read(request.supernet)
+        if supernet.space.name != space.name:
             raise NasError(
-                f"supernet {request.supernet} is of space {load_space(supernet_spec.space).name}, "
+                f"supernet {request.supernet} is of space {supernet.space.name}, "
                 f"not {space.name}; pass its space's arch or --supernet none"
             )
-        checkpoint = load_checkpoint(supernet_spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
-        supernet_context, supernet_size = supernet_spec.context(), int(checkpoint["img_size"])
+        supernet_spec = supernet.eval_spec(request.bn_calib_batches)
+        supernet_context, supernet_size = supernet_spec.context(), supernet.img_size
     # Priced at the supernet's training size (as its search priced), else at the size the networks train at;
     # a resumed comparison keeps the size it recorded.
     trained_here = request.recipe.img_size
@@ -218,12 +231,12 @@ def _prepare(request: CompareRequest) -> _Prepared:
         target=request.target,
         baselines=tuple(arch.digest for _, arch in request.baselines),
     )
-    return _Prepared(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
+    return PreparedComparison(config, num_classes, table, cost, supernet_spec, supernet_context, reused)
 
 
 def _train_and_report(
     request: CompareRequest,
-    prepared: _Prepared,
+    prepared: PreparedComparison,
     folder: RunFolder,
     objective: Objective,
     networks: list[tuple[str, ArchConfig]],
@@ -341,7 +354,7 @@ def stale(out: str | Path) -> bool:
 
 
 def _rows(
-    networks, trained: list[dict], supernet_top1: list, n_seeds: int, prepared: _Prepared, img_size: int
+    networks, trained: list[dict], supernet_top1: list, n_seeds: int, prepared: PreparedComparison, img_size: int
 ) -> list[dict]:
     """One row per network: its seeds' top-1 (mean, std, each), supernet top-1 and costs."""
     cost, table, num_classes = prepared.cost, prepared.table, prepared.num_classes

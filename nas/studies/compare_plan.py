@@ -10,9 +10,8 @@ import json
 import random
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -22,13 +21,10 @@ from nas.runs.checkpoint import file_digest
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import PLAN, RunFolder
 from nas.runs.writers import write_json
-from nas.search.objective import Objective
+from nas.search.objective import CostFn, Objective
 from nas.search.sample import sample_within_budget, within_budget
 from nas.studies.jobs import seed_run_name
 from nas.train.fixed import FixedTrainingRequest
-
-if TYPE_CHECKING:  # for the annotations only: the comparison imports this module
-    from nas.studies.compare import CompareRequest, _Prepared
 
 
 def draw_seed(searched_digest: str, seed: int) -> int:
@@ -109,24 +105,29 @@ def baseline_name(label: str) -> str:
     return name if network_kind(name) == "baseline" else f"baseline-{name}"
 
 
-def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objective, list[tuple[str, ArchConfig]], dict]:
-    """The budget (``--target``, else the searched network's own), the networks (the searched one, the
-    random ones, then the named baselines) and how the random ones were chosen: drawn from :func:`draw_seed`,
-    or reused from ``random_from`` after checking that each meets this budget."""
-    searched, cost, config = request.searched, prepared.cost, prepared.config
-    target = request.target if request.target is not None else Objective(request.objective, 1.0).value(cost(searched))
-    objective = Objective(request.objective, target)
-    if prepared.reused is not None:
-        randoms = [arch for _, arch in prepared.reused[: config.random]]
-        for name, arch in prepared.reused[: config.random]:
-            require_in_band(request.random_from, name, arch, searched, objective, cost, config.tolerance)
+def plan_networks(
+    space: SearchSpace,
+    searched: ArchConfig,
+    objective: Objective,
+    cost: CostFn,
+    config: CompareRunConfig,
+    baselines: Sequence[tuple[str, ArchConfig]] = (),
+    reused: Sequence[tuple[str, ArchConfig]] | None = None,
+) -> tuple[list[tuple[str, ArchConfig]], dict]:
+    """A comparison's networks at ``objective``'s budget (the searched one, the random ones, then the named
+    ``baselines``) and how the random ones were chosen: ``config.random`` drawn from :func:`draw_seed`, or
+    ``reused`` (``config.random_from``'s random networks, by name) after checking that each meets this budget."""
+    if reused is not None:
+        randoms = [arch for _, arch in reused[: config.random]]
+        for name, arch in reused[: config.random]:
+            require_in_band(config.random_from, name, arch, searched, objective, cost, config.tolerance)
         draws = {"random_from": {"path": config.random_from, "plan_digest": config.random_from_digest}}
     elif config.random == 0:  # only baselines
         randoms, draws = [], {}
     else:
         seed = draw_seed(searched.digest, config.seed)
         randoms = sample_within_budget(
-            request.space,
+            space,
             config.random,
             objective,
             cost,
@@ -135,13 +136,13 @@ def plan_networks(request: CompareRequest, prepared: _Prepared) -> tuple[Objecti
             exclude={searched.digest},
         )
         draws = {"draw_seed": seed}
-    baselines = [(baseline_name(label), arch) for label, arch in request.baselines]
-    names = [name for name, _ in baselines]
+    named = [(baseline_name(label), arch) for label, arch in baselines]
+    names = [name for name, _ in named]
     for name in names:
         if names.count(name) > 1:
             raise NasError(f"--baseline: two baselines are both named {name}; give arch YAMLs distinct names")
-    networks = [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)] + baselines
-    return objective, networks, draws
+    networks = [("searched", searched)] + [(f"random-{i}", a) for i, a in enumerate(randoms)] + named
+    return networks, draws
 
 
 def require_in_band(source, name: str, arch: ArchConfig, searched: ArchConfig, objective: Objective, cost, tolerance):

@@ -33,15 +33,15 @@ from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.recipe import Recipe
-from nas.runs.checkpoint import file_digest, load_checkpoint
+from nas.runs.checkpoint import file_digest
 from nas.runs.config import RankCheckRunConfig, run_config_from
 from nas.runs.folder import PLAN, RANKING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
-from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
+from nas.search.evaluator import EvalSpec
 from nas.search.resolution import resolution_words
 from nas.search.sample import spread_indices, spread_sample
-from nas.space_files import load_space
+from nas.search.supernet_run import SupernetRun
 from nas.stats import RANKING_METHOD, rank_stats, rankings_against
 from nas.studies.jobs import (
     TrainingPool,
@@ -81,8 +81,8 @@ class RankCheckRequest:
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    """Everything checked and built before the study's folder is touched."""
+class PreparedRankCheck:
+    """Everything a ranking study checks and builds before its folder is touched."""
 
     config: RankCheckRunConfig
     space: SearchSpace
@@ -128,11 +128,10 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
         return _study(request, prepared, folder, archs, recorded)
 
 
-def _prepare(request: RankCheckRequest) -> _Prepared:
+def _prepare(request: RankCheckRequest) -> PreparedRankCheck:
     """Read and check the supernet run, the data and the table; the study's config."""
-    spec = EvalSpec.from_run(request.supernet, request.bn_calib_batches)
-    space = load_space(spec.space)
-    checkpoint = load_checkpoint(spec.checkpoint, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+    supernet = SupernetRun.read(request.supernet)
+    spec, space = supernet.eval_spec(request.bn_calib_batches), supernet.space
     data = spec.data if request.data is None else request.data
     num_classes, fingerprint = read_data_identity(data, request.recipe, request.seed)
     # Priced where the supernet scores (as its search priced), else where the networks train; a resumed study
@@ -142,7 +141,7 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
         RunFolder(request.out, RANKING),
         request.resume,
         request.img_size,
-        int(checkpoint["img_size"]),
+        supernet.img_size,
         trained_here,
         request.device,
         space,
@@ -169,7 +168,7 @@ def _prepare(request: RankCheckRequest) -> _Prepared:
         recipe_name=request.recipe_name,
         scratch_from=str(request.scratch_from or ""),
     )
-    return _Prepared(config, space, spec, context, num_classes, table, cost)
+    return PreparedRankCheck(config, space, spec, context, num_classes, table, cost)
 
 
 #: What must match for a study's from-scratch trainings to stand for another's (``scratch_from``).
@@ -218,7 +217,7 @@ def _recorded_trainings(study: Path, archs: list[ArchConfig], checked: list[int]
 
 def _study(
     request: RankCheckRequest,
-    prepared: _Prepared,
+    prepared: PreparedRankCheck,
     folder: RunFolder,
     archs: list[ArchConfig],
     recorded: tuple[list, list, str] | None,
@@ -270,7 +269,7 @@ def _study(
 
 def _train(
     request: RankCheckRequest,
-    prepared: _Prepared,
+    prepared: PreparedRankCheck,
     out: Path,
     names: list[str],
     archs: list[ArchConfig],

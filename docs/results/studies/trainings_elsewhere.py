@@ -41,15 +41,14 @@ def plan(jobs_path: Path, compare_argv: list[str], also: list[str]) -> None:
     (pickled requests) and a readable listing beside it (``.json``)."""
     from nas.cli.compare import compare_request
     from nas.cli.main import build_parser
-    from nas.studies.compare import _prepare
-    from nas.studies.compare_plan import plan_networks
+    from nas.studies.compare import planned_networks, prepare
     from nas.studies.jobs import seeded_jobs
 
     args = build_parser().parse_args(["compare", *compare_argv])
     # The draw does not depend on the supernet; the comparison scores with it afterwards.
     request = dataclasses.replace(compare_request(args), supernet=None, bn_calib_batches=None)
-    prepared = _prepare(request)
-    _, networks, _ = plan_networks(request, prepared)
+    prepared = prepare(request)
+    _, networks, _ = planned_networks(request, prepared)
     config = prepared.config
     seeds = [config.seed + k for k in range(config.seeds)]
     jobs = seeded_jobs(networks, seeds, request, Path(request.out) / "runs", config.data, config.max_steps)

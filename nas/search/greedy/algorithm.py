@@ -20,9 +20,8 @@ from pathlib import Path
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.family import ActionsFn
-from nas.core.space import SearchSpace
 from nas.search.greedy.screen import Observation, ScreenConfig, screen_step
-from nas.search.objective import AccuracyFn, Cost, CostFn, Objective, greedy_key, require_reachable
+from nas.search.objective import Cost, SearchProblem, greedy_key, require_reachable
 
 
 @dataclass(frozen=True)
@@ -130,10 +129,7 @@ class SearchState:
 
 
 def greedy_slim(
-    space: SearchSpace,
-    accuracy: AccuracyFn,
-    cost: CostFn,
-    objective: Objective,
+    problem: SearchProblem,
     start: ArchConfig | None = None,
     actions: ActionsFn | None = None,
     state: SearchState | None = None,
@@ -142,9 +138,10 @@ def greedy_slim(
     screen: ScreenConfig | None = None,
     resolution: float = 0.0,
 ) -> SearchState:
-    """Slim ``start`` (default: the largest sub-network) until ``objective`` is met; with ``screen``,
+    """Slim ``start`` (default: the largest sub-network) until ``problem.objective`` is met; with ``screen``,
     evaluate only the shrinks its predictor picks at each step. ``resolution``: the smallest accuracy
     difference ``accuracy`` resolves (1/N for N scored images; :func:`greedy_key`)."""
+    space, accuracy, cost, objective = problem.space, problem.accuracy, problem.cost, problem.objective
     start = start or space.largest()
     require_reachable(space, cost, objective, start)
     actions = actions or space.shrink_actions

@@ -16,16 +16,15 @@ from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.families import get_family
 from nas.core.typed_yaml import setting
-from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import SearchRunConfig
 from nas.runs.tboard import Curves
 from nas.runs.writers import markdown_table, pyplot, save_figure
 from nas.search.choices import ScreenConfig
-from nas.search.evaluator import SUPERNET_KEYS
 from nas.search.greedy.algorithm import SearchState, Step, greedy_slim
-from nas.search.objective import Objective
+from nas.search.objective import Objective, SearchProblem
 from nas.search.resolution import resolution_words
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
+from nas.search.supernet_run import SupernetRun
 
 
 @dataclass(frozen=True)
@@ -54,9 +53,9 @@ class GreedyStrategy:
     name = "greedy"
     options = GreedyOptions
 
-    def check(self, space, objective: Objective, cost, options: GreedyOptions, checkpoint: str) -> None:
+    def check(self, supernet: SupernetRun, objective: Objective, cost, options: GreedyOptions) -> None:
         """Refuse a checkpoint whose family moves cannot be read, before the run folder exists."""
-        family_actions(space, objective, checkpoint)
+        family_actions(supernet, objective)
 
     def continue_from(self, previous: Path, run: Path) -> bool:
         """A family's next (harder) target continues the previous target's path (EfficientFormerV2 §4.2.3:
@@ -76,7 +75,7 @@ class GreedyStrategy:
         pool, objective = context.pool, context.objective
         state_path = run / "state.json"
         state = SearchState.read(state_path) if context.resume and state_path.exists() else None
-        actions, actions_note = family_actions(context.space, objective, context.pool.spec.checkpoint)
+        actions, actions_note = family_actions(context.supernet, objective)
         # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
         # logs its last saved point again and hides what the interrupted process logged from there on.
         resumed = any(run.glob("events.out.tfevents.*"))
@@ -112,10 +111,7 @@ class GreedyStrategy:
 
         try:
             state = greedy_slim(
-                context.space,
-                pool,
-                cost,
-                objective,
+                SearchProblem(context.space, pool, cost, objective),
                 actions=actions,
                 state=state,
                 on_step=save,
@@ -149,14 +145,14 @@ class GreedyStrategy:
         )
 
 
-def family_actions(space, objective: Objective, checkpoint_path: str):
+def family_actions(supernet: SupernetRun, objective: Objective):
     """The family's own shrink moves and a note on them (EfficientFormer alg. 1: by the importance of
     its choices), or (None, None): the space's."""
-    checkpoint = load_checkpoint(checkpoint_path, "supernet checkpoint", require=SUPERNET_KEYS, mmap=True)
+    space = supernet.space
     try:
-        chosen = get_family(space.family).greedy_actions(space, checkpoint, objective.name)
+        chosen = get_family(space.family).greedy_actions(space, supernet.state, objective.name)
     except NasError as exc:
-        raise NasError(f"{checkpoint_path}: {exc}") from None
+        raise NasError(f"{supernet.checkpoint}: {exc}") from None
     return chosen if chosen is not None else (None, None)
 
 
