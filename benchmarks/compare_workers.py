@@ -24,7 +24,8 @@ import torch
 
 from nas.recipe import load_recipe
 from nas.space_files import load_space
-from nas.studies.jobs import TrainingPool, train_all, training_job
+from nas.studies.jobs import TrainingPool, train_all
+from nas.train.fixed import FixedTrainingRequest
 
 
 def main() -> None:
@@ -45,7 +46,17 @@ def main() -> None:
 
     def jobs(root: Path) -> list:
         return [
-            training_job(f"net-{i}", a, recipe, args.data, root / f"net-{i}", args.seed, args.steps, space.name, False)
+            FixedTrainingRequest(
+                a,
+                recipe=recipe,
+                data=args.data,
+                run=root / f"net-{i}",
+                seed=args.seed,
+                progress=False,
+                max_steps=args.steps,
+                label=f"net-{i}",
+                space=space.name,
+            )
             for i, a in enumerate(archs)
         ]
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from nas import load_space
-from nas.latency.measure import TimingConfig, build_measured_table
+from nas.latency.measure import MeasurementPlan, TimingConfig, build_measured_table
 
 
 def main() -> None:
@@ -41,10 +41,8 @@ def main() -> None:
                 "cpu",
                 load_space(args.space),
                 args.img_size,
-                timing=TimingConfig(threads=args.threads),
+                plan=MeasurementPlan(TimingConfig(threads=args.threads), check_random=args.random, seed=args.seed),
                 out=Path(tmp) / "cpu.json",
-                check_random=args.random,
-                seed=args.seed,
                 progress=False,
             )
         h = table.header

@@ -14,7 +14,7 @@ from nas.cli import main
 from nas.core.signature import BlockSignature
 from nas.latency import LatencyTable
 from nas.latency.android import parse_runner_log
-from nas.latency.measure import TimingConfig, build_measured_table
+from nas.latency.measure import MeasurementPlan, TimingConfig, build_measured_table
 from nas.latency.onphone import plan_export, write_manifest
 from nas.latency.xnnpack import Program, lower
 from nas.priced_blocks import block_input, build_block, reachable_signatures
@@ -135,7 +135,7 @@ def test_xnnpack_table_is_measured_labelled_and_checked(tmp_path, capsys):
     out = tmp_path / "xnnpack.json"
     timing = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
     # one calibration network besides the largest and smallest, no check here: check-table below does it
-    build_measured_table("xnnpack", load_space(str(space)), 32, 10, timing, out, calibration_archs=1, check_random=0)
+    build_measured_table("xnnpack", load_space(str(space)), 32, 10, MeasurementPlan(timing, 1, 0), out)
     table = LatencyTable.read(out)
     assert table.header.source == "measured" and table.header.tool_versions["executorch"].startswith("1.")
     assert table.header.runtime == "executorch (XNNPACK delegate, CPU)"

@@ -11,7 +11,7 @@ from nas.cli import main
 from nas.latency import LatencyTable, table_path
 from nas.latency.costmodel import fit_cost_model
 from nas.latency.graphs import block_ops, timm_ops
-from nas.latency.measure import Timer, TimingConfig, build_measured_table
+from nas.latency.measure import MeasurementPlan, Timer, TimingConfig, build_measured_table
 from nas.latency.predicted import predict_timm
 from nas.priced_blocks import block_input, block_signatures, reachable_signatures
 from supernets import get_family
@@ -38,10 +38,8 @@ def tiny_table(tmp_path_factory):
         load_space("efficientformerv2-tiny"),
         img_size=32,
         num_classes=10,
-        timing=FAST,
+        plan=MeasurementPlan(FAST, calibration_archs=3, check_random=1),
         out=out,
-        calibration_archs=3,
-        check_random=1,
         progress=False,
     )
 
@@ -103,7 +101,7 @@ def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
     with pytest.raises(NasError, match="table is incomplete"):
         LatencyTable.load("cpu", space, 32, path=out)
     with pytest.raises(NasError, match="pass --resume"):
-        build_measured_table("cpu", space, 32, 10, FAST, out=out, progress=False)
+        build_measured_table("cpu", space, 32, 10, MeasurementPlan(FAST), out=out, progress=False)
     timed = []
     original = Timer.time
 
@@ -113,7 +111,7 @@ def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
 
     monkeypatch.setattr(Timer, "time", counting)
     table = build_measured_table(
-        "cpu", space, 32, 10, FAST, out=out, resume=True, calibration_archs=1, check_random=0, progress=False
+        "cpu", space, 32, 10, MeasurementPlan(FAST, 1, 0), out=out, resume=True, progress=False
     )
     blocks_timed = len(timed) - (1 + 2) - len(space.members)  # minus calibration and check networks
     assert blocks_timed == len(tiny_table.entries) - len(half)
@@ -333,11 +331,10 @@ def test_bad_latency_input_is_one_line(capsys, argv, fragment):
 
 
 def test_export_a_block_to_core_ml(tmp_path):
-    from nas.latency.onphone import export_blocks
+    from nas.latency.onphone import BlockExport, export_blocks
 
-    manifest = export_blocks(
-        "iphone12", load_space("efficientformerv2-tiny"), tmp_path, img_size=32, num_classes=10, limit=2, progress=False
-    )
+    export = BlockExport(img_size=32, num_classes=10, limit=2)
+    manifest = export_blocks("iphone12", load_space("efficientformerv2-tiny"), tmp_path, export, progress=False)
     blocks = [item for item in manifest["items"] if item["kind"] == "block"]
     assert len(blocks) == 2 and len(manifest["items"]) == 2  # a limited export has no whole networks
     for item in blocks:
@@ -345,9 +342,11 @@ def test_export_a_block_to_core_ml(tmp_path):
     assert json.loads((tmp_path / "manifest.json").read_text())["items"][0]["key"] == blocks[0]["key"]
     assert (tmp_path / "measurements.csv").read_text().splitlines() == ["id,latency_ms", "b0000,", "b0001,"]
     with pytest.raises(NasError, match="iphone12 is timed through coreml, not executorch"):
-        export_blocks("iphone12", load_space("efficientformerv2-tiny"), tmp_path, limit=1, runtime="executorch")
+        export_blocks(
+            "iphone12", load_space("efficientformerv2-tiny"), tmp_path, BlockExport(limit=1, runtime="executorch")
+        )
     with pytest.raises(NasError, match="cpu is measured here by `nas build-table --device cpu`"):
-        export_blocks("cpu", load_space("efficientformerv2-tiny"), tmp_path, limit=1)
+        export_blocks("cpu", load_space("efficientformerv2-tiny"), tmp_path, BlockExport(limit=1))
 
 
 def _filled_export(tmp_path, rng_seed=0, drop=None):

@@ -4,7 +4,7 @@ not a terminal, at least one every 30 s, the time left, nothing with -q."""
 import io
 
 from nas import load_space
-from nas.runs.progress import Progress, duration_words
+from nas.runs.progress import Display, Progress, duration_words
 from nas.search.objective import Objective, cost_function
 from nas.search.progress import SearchProgress
 
@@ -19,7 +19,7 @@ class Clock:
 
 def test_lines_per_unit_marked_and_every_30_seconds_with_the_time_left():
     stream, clock = io.StringIO(), Clock()
-    progress = Progress("search 1.2 ms", total=10, unit="evaluated", stream=stream, clock=clock)
+    progress = Progress("search 1.2 ms", total=10, unit="evaluated", display=Display(stream, clock=clock))
     progress.set_status("best in band 61.20% at 1.19 ms")
     clock.now = 10.0
     progress.advance()
@@ -34,7 +34,7 @@ def test_lines_per_unit_marked_and_every_30_seconds_with_the_time_left():
     progress.advance(0)  # nothing done, but 31 s passed: a line all the same
     assert stream.getvalue().splitlines()[-1].startswith("search 1.2 ms: 2/10 evaluated")
     quiet = io.StringIO()
-    silent = Progress("x", total=3, enabled=False, stream=quiet, clock=clock)
+    silent = Progress("x", total=3, enabled=False, display=Display(quiet, clock=clock))
     silent.advance()
     silent.mark()
     assert quiet.getvalue() == ""
@@ -53,7 +53,7 @@ def test_greedy_slimming_says_its_step_how_near_it_came_and_the_share_of_the_way
         pass
 
     stream, clock = io.StringIO(), Clock()
-    progress = SearchProgress("search", objective, cost, GreedyOptions(), stream=stream, clock=clock)
+    progress = SearchProgress("search", objective, cost, GreedyOptions(), display=Display(stream, clock=clock))
     progress.evaluated(largest, 0.5)
     progress.batch_done()
     assert progress.fraction() == 0.0 and "step 1, nearest" in progress.status()
@@ -77,7 +77,7 @@ def test_a_band_strategy_shows_the_best_in_its_band_of_its_budget():
         tolerance = 0.1
 
     progress = SearchProgress(
-        "search", Objective("params", params), cost, BandOptions(), stream=io.StringIO(), clock=Clock()
+        "search", Objective("params", params), cost, BandOptions(), display=Display(io.StringIO(), clock=Clock())
     )
     assert progress.status() == "none in band yet" and progress.progress.total == 4
     progress.evaluated(arch, 0.42)
@@ -90,7 +90,7 @@ def test_tracked_counts_the_items_it_yields():
 
     stream, clock = io.StringIO(), Clock()
     seen = []
-    for item in tracked([1, 2, 3], "time blocks on cpu", unit="timed", stream=stream, clock=clock, every_s=0):
+    for item in tracked([1, 2, 3], "time blocks on cpu", unit="timed", display=Display(stream, 0, clock)):
         seen.append(item)
     assert seen == [1, 2, 3]
     assert stream.getvalue().splitlines()[-1] == "time blocks on cpu: 3/3 timed"

@@ -44,17 +44,11 @@ def run(args: argparse.Namespace) -> int:
     device = get_device(args.device)
     space = load_space(args.space)
     if device.kind == "local":
-        from nas.latency.measure import TimingConfig, build_measured_table
+        from nas.latency.measure import MeasurementPlan, TimingConfig, build_measured_table
 
+        plan = MeasurementPlan(TimingConfig(min_repeats=args.repeats, threads=args.threads), seed=args.seed)
         table = build_measured_table(
-            args.device,
-            space,
-            args.img_size,
-            args.num_classes,
-            TimingConfig(min_repeats=args.repeats, threads=args.threads),
-            out=args.out,
-            resume=args.resume,
-            seed=args.seed,
+            args.device, space, args.img_size, args.num_classes, plan, out=args.out, resume=args.resume
         )
     else:
         from nas.latency.predicted import build_predicted_table

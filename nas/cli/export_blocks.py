@@ -55,24 +55,15 @@ def run(args: argparse.Namespace) -> int:
     files with a manifest and a CSV to fill in; return the exit code."""
     from nas.cli.build_table import outside_xnnpack_words
     from nas.export import recorded_shape, shape_from
-    from nas.latency.onphone import export_blocks, export_runtime
+    from nas.latency.onphone import BlockExport, export_blocks, export_runtime
     from nas.space_files import load_space
 
     runtime = export_runtime(args.device, args.runtime)  # a wrong pair fails before the space loads
     args.img_size, args.num_classes = shape_from(
         recorded_shape(args.run) if args.run else None, args.img_size, args.num_classes
     )
-    manifest = export_blocks(
-        args.device,
-        load_space(args.space),
-        args.out,
-        args.img_size,
-        args.num_classes,
-        networks=not args.no_networks,
-        limit=args.limit,
-        runtime=runtime,
-        seed=args.seed,
-    )
+    export = BlockExport(args.img_size, args.num_classes, not args.no_networks, args.limit, runtime, args.seed)
+    manifest = export_blocks(args.device, load_space(args.space), args.out, export)
     blocks = [item for item in manifest["items"] if item["kind"] == "block"]
     n_nets = len(manifest["items"]) - len(blocks)
     result = {"out": args.out, "runtime": runtime, "blocks": len(blocks), "networks": n_nets}

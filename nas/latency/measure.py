@@ -59,6 +59,17 @@ class TimingConfig:
     threads: int = 1
 
 
+@dataclass(frozen=True)
+class MeasurementPlan:
+    """How a measured table is built: how each block and network is timed, and how many networks calibrate
+    it (random ones besides the largest and smallest) and check it (the members and random ones, ``seed + 1``)."""
+
+    timing: TimingConfig = TimingConfig()
+    calibration_archs: int = 6
+    check_random: int = 4
+    seed: int = 0
+
+
 class Timer:
     """Times a module on one input on a local device; returns the median in ms."""
 
@@ -230,15 +241,13 @@ def build_measured_table(
     space: SearchSpace,
     img_size: int = 224,
     num_classes: int = 1000,
-    timing: TimingConfig = TimingConfig(),
+    plan: MeasurementPlan = MeasurementPlan(),
     out: str | Path | None = None,
     resume: bool = False,
-    calibration_archs: int = 6,
-    check_random: int = 4,
-    seed: int = 0,
     progress: bool = True,
 ) -> LatencyTable:
-    """Measure every block of ``space`` on a local ``device``, calibrate, check, and save."""
+    """Measure every block of ``space`` on a local ``device``, calibrate, check, and save (``plan``: how)."""
+    timing = plan.timing
     timer = Timer(device, timing)
     out = Path(out) if out else table_path(device, space.name, img_size)
     versions = {**tool_versions(), "executorch": xnnpack.executorch_version()} if device == "xnnpack" else None
@@ -288,36 +297,21 @@ def build_measured_table(
     with RunLock(out.parent, "build-table", name=f".{out.name}.lock"):
         if not resume and out.exists():  # written by a build that finished before we took the lock
             raise NasError(f"{out} exists; pass --resume to finish a partial table or --out to write elsewhere")
-        return _measure_calibrate_check(
-            device,
-            space,
-            img_size,
-            num_classes,
-            timer,
-            header,
-            raw,
-            out,
-            calibration_archs,
-            check_random,
-            seed,
-            progress,
-        )
+        return _measure_calibrate_check(space, timer, header, raw, out, plan, progress)
 
 
 def _measure_calibrate_check(
-    device: str,
     space: SearchSpace,
-    img_size: int,
-    num_classes: int,
-    timer: "Timer",
+    timer: Timer,
     header: TableHeader,
     raw: dict[str, float],
     out: Path,
-    calibration_archs: int,
-    check_random: int,
-    seed: int,
+    plan: MeasurementPlan,
     progress: bool,
 ) -> LatencyTable:
+    """Time the blocks not in ``raw`` (saved as it goes), then calibrate and check the table: the device,
+    input size and classes are ``header``'s."""
+    device, img_size, num_classes = header.device, header.img_size, header.num_classes
     partial = LatencyTable(header, raw)
 
     sigs = reachable_signatures(space, img_size, num_classes)
@@ -352,8 +346,8 @@ def _measure_calibrate_check(
     partial.save(out)
 
     # Calibrate on random sub-networks (not the ones the check uses).
-    rng = random.Random(seed)
-    calib = [space.sample(rng) for _ in range(calibration_archs)] + [space.largest(), space.smallest()]
+    rng = random.Random(plan.seed)
+    calib = [space.sample(rng) for _ in range(plan.calibration_archs)] + [space.largest(), space.smallest()]
     raw_table = LatencyTable(replace(header, complete=True), raw)
     sums = np.array([raw_table.latency(a) for a in calib])
     e2e = np.array(
@@ -381,7 +375,7 @@ def _measure_calibrate_check(
     )
     table = LatencyTable(replace(header, complete=True, method=method), entries)
 
-    rows = check_table(table, space, timer, check_archs(space, check_random, seed + 1), progress)
+    rows = check_table(table, space, timer, check_archs(space, plan.check_random, plan.seed + 1), progress)
     table = LatencyTable(
         replace(
             table.header,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -134,26 +134,32 @@ def write_manifest(manifest: dict, out: str | Path) -> None:
         android.write_timing_script(out, manifest["items"])
 
 
+@dataclass(frozen=True)
+class BlockExport:
+    """What ``nas export-blocks`` writes: the blocks of a space at ``img_size`` with ``num_classes``, with
+    its named members as whole networks (``networks``), at most ``limit`` items (None: all), through
+    ``runtime`` (None: the device's own), every item's weights and input drawn from ``seed``."""
+
+    img_size: int = 224
+    num_classes: int = 1000
+    networks: bool = True
+    limit: int | None = None
+    runtime: str | None = None
+    seed: int = 0
+
+
 def export_blocks(
-    device: str,
-    space: SearchSpace,
-    out: str | Path,
-    img_size: int = 224,
-    num_classes: int = 1000,
-    networks: bool = True,
-    limit: int | None = None,
-    progress: bool = True,
-    runtime: str | None = None,
-    seed: int = 0,
+    device: str, space: SearchSpace, out: str | Path, export: BlockExport = BlockExport(), progress: bool = True
 ) -> dict:
     """Write the blocks (and named members) of :func:`plan_export` as the device's files (``.mlpackage``
     or ``.pte``), a ``manifest.json`` and a CSV template to fill in on the phone. Existing files are kept,
     so an interrupted export continues where it stopped. An ExecuTorch item records the operators
     XNNPACK took and those left to portable kernels (``operators``). Each item's weights and example
-    input are drawn from ``seed`` alone, so a file is the same whether or not the export was resumed."""
+    input are drawn from ``export.seed`` alone, so a file is the same whether or not the export was resumed."""
     from tqdm import tqdm
 
-    manifest = plan_export(device, space, img_size, num_classes, networks, limit, runtime)
+    img_size, num_classes, seed = export.img_size, export.num_classes, export.seed
+    manifest = plan_export(device, space, img_size, num_classes, export.networks, export.limit, export.runtime)
     runtime = manifest["export_runtime"]
     out = Path(out)
     desc = f"export {runtime} for {device}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass
 from typing import TextIO
 
 from tqdm import tqdm
@@ -23,6 +24,16 @@ def duration_words(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+@dataclass(frozen=True)
+class Display:
+    """Where progress lines go (None: stderr), how often at least (not on a terminal), and the clock
+    that times them (tests give their own)."""
+
+    stream: TextIO | None = None
+    every_s: float = 30.0
+    clock: Callable[[], float] = time.monotonic
 
 
 class Progress:
@@ -42,14 +53,13 @@ class Progress:
         enabled: bool = True,
         status: Callable[[], str] | None = None,
         fraction: Callable[[], float | None] | None = None,
-        stream: TextIO | None = None,
-        every_s: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        display: Display = Display(),
     ):
         self.label, self.total, self.done, self.unit, self.enabled = label, total, done, unit, enabled
         self._status, self._fraction, self._pushed = status, fraction, ""
-        self.stream = stream if stream is not None else sys.stderr
-        self.every_s, self.clock = every_s, clock
+        self.stream = display.stream if display.stream is not None else sys.stderr
+        self.every_s, self.clock = display.every_s, display.clock
+        clock = display.clock
         self._started, self._start_done = clock(), done
         self._last_line = self._started
         self._bar = None
@@ -124,11 +134,13 @@ class Progress:
         self.close()
 
 
-def tracked(items: Iterable, label: str, enabled: bool = True, unit: str = "done", **display) -> Iterator:
+def tracked(
+    items: Iterable, label: str, enabled: bool = True, unit: str = "done", display: Display = Display()
+) -> Iterator:
     """``items`` one by one, counted as a :class:`Progress` (a bar, or a line at least every 30 s); the total is
     ``len(items)`` where it has one."""
     total = len(items) if isinstance(items, Sized) else None
-    with Progress(label, total=total, unit=unit, enabled=enabled, **display) as progress:
+    with Progress(label, total=total, unit=unit, enabled=enabled, display=display) as progress:
         for item in items:
             yield item
             progress.advance()

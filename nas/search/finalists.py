@@ -30,7 +30,7 @@ from nas.core.errors import NasError
 from nas.core.typed_yaml import setting
 from nas.runs.folder import RunFolder
 from nas.search.evaluator import Fidelity
-from nas.search.picture import plot_search
+from nas.search.picture import SearchPicture, plot_search
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome
 
 
@@ -256,18 +256,17 @@ def finalize(context: SearchContext, outcome: StrategyOutcome, scoring: FinalSco
         },
     )
     tolerance = context.config.strategy_options.get("tolerance")
-    plot_search(
-        context.run / "search.png",
+    picture = SearchPicture(
         pool.evaluated(),
-        context.cost,
-        context.objective,
-        context.objective.band(tolerance) if tolerance is not None else None,
         [(f.arch, f.final_accuracy, final_noise.sd if final_noise else None) for f in finalists],
         chosen.arch,
-        f"{strategy} search, {context.objective.name} {context.objective.target:g}: {pool.searched} evaluated",
-        generation=outcome.generation,
-        line=outcome.path,
+        outcome.generation,
+        outcome.path,
     )
+    objective = context.objective
+    band = objective.band(tolerance) if tolerance is not None else None
+    title = f"{strategy} search, {objective.name} {objective.target:g}: {pool.searched} evaluated"
+    plot_search(context.run / "search.png", picture, context.cost, objective, band, title)
     chosen.arch.save(context.run / "arch.yaml")
     RunFolder(context.run).write_result(result.to_dict())
     return result

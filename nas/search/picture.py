@@ -8,6 +8,7 @@ are coloured by generation (what the strategy's outcome gives, :class:`nas.searc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from nas.core.arch import ArchConfig
@@ -22,20 +23,25 @@ def _axis(objective: Objective) -> tuple[str, float]:
     return ("predicted latency (ms)" if objective.name == "latency" else "MES"), 1.0
 
 
+@dataclass(frozen=True)
+class SearchPicture:
+    """What a search's picture shows: every network ``evaluated`` with its score, the ``finalists`` (network,
+    mean final score, its noise sd or None), the ``chosen`` one, and from the strategy's outcome a
+    ``generation`` per digest (colours) and a ``line`` of networks joined in order (greedy's path)."""
+
+    evaluated: Sequence[tuple[ArchConfig, float]]
+    finalists: Sequence[tuple[ArchConfig, float, float | None]]
+    chosen: ArchConfig
+    generation: Mapping[str, int] | None = None
+    line: Sequence[ArchConfig] = ()
+
+
 def plot_search(
-    path: Path,
-    evaluated: Sequence[tuple[ArchConfig, float]],
-    cost: CostFn,
-    objective: Objective,
-    band: tuple[float, float] | None,
-    finalists: Sequence[tuple[ArchConfig, float, float | None]],
-    chosen: ArchConfig,
-    title: str,
-    generation: Mapping[str, int] | None = None,
-    line: Sequence[ArchConfig] = (),
+    path: Path, picture: SearchPicture, cost: CostFn, objective: Objective, band: tuple[float, float] | None, title: str
 ) -> Path:
-    """Draw ``search.png`` at ``path``. ``finalists``: (network, mean final score, its noise sd or None);
-    ``generation``: digest -> generation (colours); ``line``: networks joined in order (greedy's path)."""
+    """Draw ``search.png`` at ``path``: ``picture`` priced by ``cost`` against ``objective`` and its ``band``."""
+    evaluated, finalists, chosen = picture.evaluated, picture.finalists, picture.chosen
+    generation, line = picture.generation, picture.line
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from nas.core.arch import ArchConfig
-from nas.runs.progress import Progress
+from nas.runs.progress import Display, Progress
 from nas.search.objective import CostFn, Objective
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class SearchProgress:
         known: list[tuple[ArchConfig, float]] = (),
         counted: int = 0,
         enabled: bool = True,
-        **display: Any,
+        display: Display = Display(),
     ):
         self.objective, self.cost = objective, cost
         self.tolerance = getattr(options, "tolerance", None)
@@ -57,7 +57,7 @@ class SearchProgress:
             enabled=enabled,
             status=self.status,
             fraction=self.fraction,
-            **display,
+            display=display,
         )
 
     def evaluated(self, arch: ArchConfig, accuracy: float) -> None:

@@ -188,8 +188,7 @@ def prepare(request: CompareRequest) -> PreparedComparison:
     # a resumed comparison keeps the size it recorded.
     trained_here = request.recipe.img_size
     img_size, table, cost = price_networks(  # cost: the budget
-        RunFolder(request.out, COMPARISON),
-        request.resume,
+        RunFolder(request.out, COMPARISON).recorded_setting("img_size", request.resume),
         request.img_size,
         supernet_size or trained_here,
         trained_here,

@@ -95,8 +95,7 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
     num_classes, fingerprint = read_data_identity(request.data, request.recipe, request.seed)
     trained_here = request.recipe.img_size
     img_size, table, cost = price_networks(
-        RunFolder(request.out, PILOT),
-        request.resume,
+        RunFolder(request.out, PILOT).recorded_setting("img_size", request.resume),
         request.img_size,
         trained_here,
         trained_here,

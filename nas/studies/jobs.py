@@ -62,8 +62,7 @@ def read_finished_result(out: str | Path, what: str) -> tuple[Path, dict[str, An
 
 
 def price_networks(
-    folder: RunFolder,
-    resume: bool,
+    recorded: int | None,
     given: int | None,
     default: int,
     trained_here: int,
@@ -73,10 +72,10 @@ def price_networks(
     subject: str,
 ) -> tuple[int, Any, Any]:
     """Where a study of networks trained from scratch prices their cost: the size (``given``, else the one
-    a resumed ``folder`` recorded, else ``default``), warning when it is not ``trained_here``, where they
+    a resumed study ``recorded``, else ``default``), warning when it is not ``trained_here``, where they
     train and are scored; the device's table at that size (built and saved when predicted) and the cost
     function. Returns ``(img_size, table, cost)``."""
-    img_size = price_size(given, folder.recorded_setting("img_size", resume), default)
+    img_size = price_size(given, recorded, default)
     warn_if_apart(img_size, trained_here, "the networks train and are scored", subject)
     table = keep(table_for(device, space, img_size)) if device else None
     return img_size, table, cost_function(table, img_size, num_classes)
@@ -99,31 +98,6 @@ def trainings_recorded(request, img_size: int, fingerprint: str, table) -> dict[
     }
 
 
-def training_job(
-    name: str,
-    arch: ArchConfig,
-    recipe: Recipe,
-    data: str | None,
-    run: str | Path,
-    seed: int,
-    max_steps: int | None,
-    space: str,
-    progress: bool,
-) -> FixedTrainingRequest:
-    """One training from scratch of a study: ``nas train``'s request (Ray pickles it to a worker)."""
-    return FixedTrainingRequest(
-        arch,
-        recipe=recipe,
-        data=data,
-        run=run,
-        seed=seed,
-        progress=progress,
-        max_steps=max_steps,
-        label=name,
-        space=space,
-    )
-
-
 def seeded_jobs(
     networks: list[tuple[str, ArchConfig]],
     seeds: list[int],
@@ -135,16 +109,16 @@ def seeded_jobs(
     """Every network trained with every seed (network by network), each in ``runs/<name>[-seedK]``
     (:func:`seed_run_name`), on ``request``'s recipe, space and progress setting."""
     return [
-        training_job(
-            name,
+        FixedTrainingRequest(
             arch,
-            request.recipe,
-            data,
-            runs / seed_run_name(name, k),
-            s,
-            max_steps,
-            request.space.name,
-            request.progress,
+            recipe=request.recipe,
+            data=data,
+            run=runs / seed_run_name(name, k),
+            seed=s,
+            progress=request.progress,
+            max_steps=max_steps,
+            label=name,
+            space=request.space.name,
         )
         for name, arch in networks
         for k, s in enumerate(seeds)

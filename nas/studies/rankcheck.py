@@ -51,7 +51,6 @@ from nas.studies.jobs import (
     supernet_accuracies,
     train_all,
     train_images_words,
-    training_job,
 )
 from nas.train.fixed import FixedTrainingRequest
 from nas.zero_cost import zero_cost_proxies
@@ -138,8 +137,7 @@ def _prepare(request: RankCheckRequest) -> PreparedRankCheck:
     # keeps the size it recorded. Costs priced elsewhere rank a budget the networks never pay.
     trained_here = request.recipe.img_size
     img_size, table, cost = price_networks(
-        RunFolder(request.out, RANKING),
-        request.resume,
+        RunFolder(request.out, RANKING).recorded_setting("img_size", request.resume),
         request.img_size,
         supernet.img_size,
         trained_here,
@@ -281,16 +279,16 @@ def _train(
 
     def jobs(recipe: Recipe, folder: str, indices: list[int]) -> list[FixedTrainingRequest]:
         return [
-            training_job(
-                names[i],
+            FixedTrainingRequest(
                 archs[i],
-                recipe,
-                config.data,
-                out / folder / names[i],
-                config.seed,
-                config.max_steps,
-                prepared.space.name,
-                request.progress,
+                recipe=recipe,
+                data=config.data,
+                run=out / folder / names[i],
+                seed=config.seed,
+                progress=request.progress,
+                max_steps=config.max_steps,
+                label=names[i],
+                space=prepared.space.name,
             )
             for i in indices
         ]

@@ -28,7 +28,7 @@ from nas.core.space import SearchSpace
 from nas.core.stage import Action
 from nas.search.choices import ScreenConfig
 from nas.search.objective import greedy_key
-from nas.search.predictor import AccuracyPredictor, RidgePredictor
+from nas.search.predictor import RidgePredictor
 
 
 @dataclass(frozen=True)
@@ -57,14 +57,13 @@ def screen_step(
     candidates: Sequence[tuple[Action, ArchConfig, float]],
     step: int,
     resolution: float = 0.0,
-    predictor: AccuracyPredictor | None = None,
 ) -> Screened:
     """The candidates of greedy step ``step`` (1-based) to evaluate, ranked by the greedy rule
     (:func:`nas.search.objective.greedy_key` with ``resolution``) on predicted accuracies.
 
     ``candidates`` are (action, architecture, gain); ``recent`` maps (action kind, stage) to the last
-    step that evaluated one such shrink; ``observations`` are every evaluation so far; ``predictor``
-    is refitted on them (default: :class:`nas.search.predictor.RidgePredictor`).
+    step that evaluated one such shrink; ``observations`` are every evaluation so far, which a
+    :class:`nas.search.predictor.RidgePredictor` is refitted on.
     """
     n = len(candidates)
     if not config.enabled or n <= config.keep + config.explore:
@@ -78,7 +77,7 @@ def screen_step(
         return Screened(tuple(sorted(largest.values())), (None,) * n)
     # Recent evaluations weigh more: the search moves, and what a shrink costs changes with the network.
     weights = [0.5 ** ((step - o.step) / config.halflife) for o in observations]
-    predictor = (predictor or RidgePredictor(space, config.ridge)).fit(
+    predictor = RidgePredictor(space, config.ridge).fit(
         [o.arch for o in observations], [o.accuracy for o in observations], weights
     )
     predicted = predictor.predict([current] + [arch for _, arch, _ in candidates])
