@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from nas.recipe import load_recipe
-from nas.space_files import load_space
-from nas.studies.jobs import TrainingPool, train_all
+from nas.config.recipe import load_recipe
+from nas.config.spaces import load_space
+from nas.studies.trainings import TrainingPool, train_all
 from nas.train.fixed import FixedTrainingRequest
 
 

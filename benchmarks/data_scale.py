@@ -120,7 +120,7 @@ fp = _listing_fingerprint(listings); print(time.perf_counter() - t, sum(len(l.fi
 
 MEMORY = """
 from nas.data import load_splits
-from nas.recipe import load_recipe
+from nas.config.recipe import load_recipe
 import dataclasses
 recipe = load_recipe("imagenet")
 def rss():
@@ -161,7 +161,7 @@ print(len(files) / (time.perf_counter() - t))
 LOADER = """
 import time, dataclasses
 from nas.data import load_splits, train_loader
-from nas.recipe import load_recipe
+from nas.config.recipe import load_recipe
 recipe = dataclasses.replace(load_recipe("imagenet"), batch_size=32, loader_workers={workers})
 splits = load_splits({data!r}, recipe, 0)
 loader, sampler, dataset = train_loader(splits, recipe, 0)

@@ -44,7 +44,7 @@ def timed_search(spec, space, cost, objective, screen, workers):
         state = greedy_slim(
             SearchProblem(space, pool, cost, objective),
             screen=screen,
-            resolution=pool.resolution,
+            accuracy_step=pool.accuracy_step,
             on_step=lambda s: marks.append((time.perf_counter() - start, pool.evaluations)),
         )
     finally:

@@ -3,7 +3,7 @@
     python benchmarks/malloc_settings.py [--members efficientformer_l1 ...] [--batch-size 64] [--img-size 64]
 
 The settings are process-wide and set before the first large allocation, so each runs in its own
-child process (``--malloc retain``: :func:`nas.malloc.retain_freed_memory`, as the ``nas`` command
+child process (``--malloc retain``: :func:`nas.runs.malloc.retain_freed_memory`, as the ``nas`` command
 and its Ray workers run; ``--malloc system``: glibc's defaults). The two children build the same
 named member as a static network with AdamW, and step in turn, one at a time, alternating which goes
 first, so a pair sees nearly the same machine load (this machine is shared and noisy). Prints per
@@ -28,7 +28,7 @@ CHOICES = ("retain", "system")
 
 def child(args) -> None:
     """Answer each line on stdin with one timed training step, as JSON."""
-    from nas.malloc import retain_freed_memory
+    from nas.runs.malloc import retain_freed_memory
 
     retain_freed_memory(args.child)
     import torch
@@ -102,7 +102,7 @@ def main() -> None:
 
     import torch
 
-    from nas.malloc import RETAIN_SETTINGS
+    from nas.runs.malloc import RETAIN_SETTINGS
     from nas.runs.provenance import code_version
 
     code, started = code_version(), time.perf_counter()

@@ -6,7 +6,7 @@ and compares every output, byte for byte apart from wall times, dates, paths and
 
 The pipeline (tiny EfficientFormerV2 space, scikit-learn's digits, seeded): train-supernet (4 steps), space
 show, profile, sample, search with greedy slimming, evolution and random search, a family search of two
-targets, compare (2 random networks, 2 steps each), rank-check (3 networks, 2 steps), each command's stdout
+targets, compare (2 random networks, 2 steps each), rank-check (4 networks, 2 steps), each command's stdout
 (``--json`` where it has one) and every text file its run folder holds. A commit is checked out with
 ``git worktree`` into a temporary folder; both run with this interpreter (``python -m nas``, the tree first
 on ``PYTHONPATH``), one after the other. Prints one line per difference, then ``same: N files`` or
@@ -45,7 +45,7 @@ PIPELINE = [
     "--bn-calib-batches 1 --run {out}/family --json",
     "compare --searched {out}/greedy/arch.yaml --random 2 --out {out}/compare --img-size 32 --max-steps 2 "
     "--epochs 1 --batch-size 32 --eval-batch-size 128 --log-every 2 --json",
-    "rank-check --supernet {out}/sn -n 3 --out {out}/rank --max-steps 2 --epochs 1 --batch-size 32 "
+    "rank-check --supernet {out}/sn -n 4 --out {out}/rank --max-steps 2 --epochs 1 --batch-size 32 "
     "--bn-calib-batches 1 --json",
 ]
 
@@ -55,7 +55,7 @@ MASKS = [
     (
         re.compile(
             r'("?(?:[a-z_]*seconds|[a-z_]*_s|wall[a-z_]*|started|finished|elapsed|time|date|'
-            r'created|commit|host|pid|git[a-z_]*|python|when)"?\s*[:=]\s*)("[^"]*"|[^,}\n]+)'
+            r'created|commit|host|pid|git[a-z_]*|python|when|data_wait|data_ms)"?\s*[:=]\s*)("[^"]*"|[^,}\n]+)'
         ),
         r"\1<masked>",
     ),
@@ -90,8 +90,8 @@ def run_pipeline(tree: Path, out: Path) -> float:
     return time.perf_counter() - began
 
 
-def normalized(path: Path, out: Path) -> list[str]:
-    text = path.read_text(encoding="utf-8", errors="replace").replace(str(out), "<out>")
+def normalized(path: Path, out: Path, tree: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8", errors="replace").replace(str(out), "<out>").replace(str(tree), "<tree>")
     for pattern, repl in MASKS:
         text = pattern.sub(repl, text)
     return text.splitlines()
@@ -132,7 +132,7 @@ def main() -> int:
                 differ += 1
                 print(f"only in {'after' if b.exists() else 'before'}: {rel}")
                 continue
-            la, lb = normalized(a, outs[0]), normalized(b, outs[1])
+            la, lb = normalized(a, outs[0], trees[0][1]), normalized(b, outs[1], trees[1][1])
             if la != lb:
                 differ += 1
                 diff = list(difflib.unified_diff(la, lb, "before", "after", n=0, lineterm=""))[2:8]

@@ -25,7 +25,7 @@ than the ratio; a ratio above it is per-image cost or noise. ``zero_grad`` is th
 as in training: it keeps the gradients that only in-place slices wrote for the next step
 (``supernets.elastic_ops``).
 
-glibc's malloc is set as the ``nas`` command sets it (``--malloc retain``, :mod:`nas.malloc`: freed
+glibc's malloc is set as the ``nas`` command sets it (``--malloc retain``, :mod:`nas.runs.malloc`: freed
 memory stays in the process); ``--malloc system`` keeps glibc's defaults, under which both models
 page-fault much of every step's memory in again, and a step's time depends on which blocks happen to
 fault. The last line gives the process's peak resident memory.
@@ -43,8 +43,8 @@ from datetime import datetime, timezone
 import torch
 
 from nas import load_space
-from nas.malloc import MALLOC_CHOICES, retain_freed_memory
 from nas.metrics import count_params
+from nas.runs.malloc import MALLOC_CHOICES, retain_freed_memory
 from nas.runs.provenance import code_version
 from supernets import build_supernet, extract
 
@@ -105,7 +105,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fixed-cost-batch", type=int, default=4, help="batch of the fixed-cost pairs (0: skip)")
     parser.add_argument("--fixed-cost-repeats", type=int, default=60)
-    parser.add_argument("--malloc", choices=MALLOC_CHOICES, default="retain", help="glibc malloc settings (nas.malloc)")
+    parser.add_argument(
+        "--malloc", choices=MALLOC_CHOICES, default="retain", help="glibc malloc settings (nas.runs.malloc)"
+    )
     args = parser.parse_args()
 
     malloc = retain_freed_memory(args.malloc)

@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from nas.recipe import load_recipe
-from nas.space_files import find_space
+from nas.config.recipe import load_recipe
+from nas.config.spaces import find_space
 from nas.train.fixed import FixedTrainer, FixedTrainingRequest
 
 

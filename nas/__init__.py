@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from nas.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from nas.config.spaces import load_space
     from nas.core.arch import ArchConfig
     from nas.core.errors import NasError
     from nas.core.space import SearchSpace
     from nas.latency.table import LatencyTable
-    from nas.space_files import load_space
 
 __all__ = ["ArchConfig", "LatencyTable", "NasError", "SearchSpace", "load_space"]
 __version__ = "0.1.0"
@@ -24,7 +24,7 @@ _WHERE = {
     "NasError": "nas.core.errors",
     "SearchSpace": "nas.core.space",
     "LatencyTable": "nas.latency.table",
-    "load_space": "nas.space_files",
+    "load_space": "nas.config.spaces",
 }
 
 

@@ -14,7 +14,7 @@ def in_a_ray_task_without_fork(fn, *args):
     importing the test module, which its workers cannot."""
     import ray
 
-    from nas.cluster import start_ray
+    from nas.runs.ray_cluster import start_ray
 
     def call_without_fork(*args):
         import os

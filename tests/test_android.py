@@ -17,7 +17,7 @@ from nas.latency.android import parse_runner_log
 from nas.latency.measure import MeasurementPlan, TimingConfig, build_measured_table
 from nas.latency.onphone import plan_export, write_manifest
 from nas.latency.xnnpack import Program, lower
-from nas.priced_blocks import block_input, build_block, reachable_signatures
+from nas.metrics.signatures import block_input, build_block, reachable_signatures
 from supernets import build_static
 
 FIXTURES = Path(__file__).parent / "fixtures" / "executorch"

@@ -6,8 +6,8 @@ import json
 from helpers import compare_argv
 
 from nas.cli import main
-from nas.stats import searched_vs_baselines, welch
 from nas.studies.compare_plan import baseline_name, network_kind
+from nas.studies.stats import searched_vs_baselines, welch
 
 SPACE = "efficientformerv2-tiny"
 
@@ -106,7 +106,7 @@ def test_searched_vs_baselines_keeps_each_test_unadjusted():
 def test_a_comparison_says_how_many_seeds_its_margin_needs():
     from scipy import stats
 
-    from nas.stats import seeds_to_resolve
+    from nas.studies.stats import seeds_to_resolve
 
     n = seeds_to_resolve(0.01, 0.01)
     half = lambda k: stats.t.ppf(0.975, 2 * k - 2) * 0.01 * (2 / k) ** 0.5  # noqa: E731

@@ -7,6 +7,7 @@ import pytest
 
 from nas import load_space
 from nas.cli import main
+from nas.core.errors import NasError
 
 
 def run_cli(capsys, *argv):
@@ -92,7 +93,7 @@ def test_console_script_usage_error_has_no_traceback():
 def test_switches_take_the_no_form_and_true_or_false():
     """A recipe's yes/no field is a switch: --x, --no-x, and the earlier --x true|false (issue 60)."""
     from nas.cli.main import build_parser
-    from nas.recipe import recipe_from_args
+    from nas.config.recipe import recipe_from_args
 
     def compile_of(*flags: str) -> bool:
         args = build_parser().parse_args(["train", "efficientformerv2_s0", "--recipe", "demo", *flags])
@@ -102,3 +103,26 @@ def test_switches_take_the_no_form_and_true_or_false():
     assert compile_of("--compile") is True and compile_of("--compile", "true") is True
     assert compile_of("--no-compile") is False and compile_of("--compile", "false") is False
     assert compile_of("--channels-last", "true") is default  # another switch leaves this one as the recipe has it
+
+
+def test_recipe_fields_take_key_equals_value_as_their_flags_do(capsys):
+    # One override syntax (issue 62): --set key=value is the field's flag written another way.
+    from nas.cli.main import build_parser
+    from nas.config.recipe import recipe_from_args
+
+    parser = build_parser()
+
+    def recipe(*argv):
+        return recipe_from_args(parser.parse_args(["train", "efficientformerv2_s0", *argv]))
+
+    assert recipe("--set", "lr=0.0125", "--set", "model_ema=false") == recipe("--lr", "0.0125", "--no-model-ema")
+    assert recipe("--set", "lr=0.0125", "--lr", "0.0125").lr == 0.0125  # both, agreeing
+    with pytest.raises(NasError, match=r"--set lr=0.5 and --lr 0.0125 disagree"):
+        recipe("--set", "lr=0.5", "--lr", "0.0125")
+    with pytest.raises(NasError, match=r"--set sandwich_random: not a recipe field of this command; its fields: .*lr"):
+        recipe("--set", "sandwich_random=3")  # a supernet-only field: nas train has none
+    with pytest.raises(NasError, match=r"--set lr=fast: expected float"):
+        recipe("--set", "lr=fast")
+    assert main(["train", "efficientformerv2_s0", "--set", "epochs", "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--set 'epochs': give key=value" in err[0]

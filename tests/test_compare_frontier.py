@@ -10,15 +10,15 @@ import pytest
 from helpers import compare_argv, copy_run
 
 from nas.cli import main
+from nas.config.recipe import Recipe
+from nas.config.spaces import load_space
 from nas.core.arch import ArchConfig
 from nas.latency import LatencyTable
-from nas.recipe import Recipe
 from nas.search.objective import cost_function
 from nas.search.sample import sample_within_budget
-from nas.space_files import load_space
-from nas.stats import random_frontier
 from nas.studies.compare import CompareRequest, planned_networks, prepare
 from nas.studies.compare_plan import draw_seed
+from nas.studies.stats import random_frontier
 
 SPACE = "efficientformerv2-tiny"
 

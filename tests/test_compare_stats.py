@@ -10,7 +10,7 @@ import pytest
 
 from nas import load_space
 from nas.cli import main
-from nas.stats import expected_max_normal, headroom, holm, margins, mean_std, pooled_std, searched_vs_random
+from nas.studies.stats import expected_max_normal, headroom, holm, margins, mean_std, pooled_std, searched_vs_random
 
 
 def test_margins_on_known_data():
@@ -41,7 +41,7 @@ def test_margins_on_known_data():
 def test_a_figure_over_independent_comparisons_is_scipys_one_sample_interval():
     from scipy import stats as scipy_stats
 
-    from nas.stats import over_comparisons
+    from nas.studies.stats import over_comparisons
 
     margins = [0.012, -0.004, 0.021]
     pooled = over_comparisons(margins, level=0.95)
@@ -69,7 +69,7 @@ def test_degenerate_margins_are_not_estimable():
     assert lone["margin_over_best_random_ci"] is not None  # one network still has a Welch interval
     row = {"network": "searched", "top1": 0.8, "top1_seeds": [0.8], "supernet_top1": None}
     summary = {"summary": {"searched_top1": 0.8, "random_top1_mean": 0.7, "random_top1_std": 0.0}}
-    from nas.studies.compare_report import summary_line
+    from nas.reports.comparison import summary_line
 
     rows = [row, {**row, "network": "random-0", "top1": 0.7, "top1_seeds": [0.7]}]
     summary["summary"] = searched_vs_random(rows, with_supernet=False)
@@ -210,7 +210,7 @@ def test_compare_with_seeds_reports_spread_and_intervals(tmp_path, capsys):
 
 
 def test_compare_table_shows_latency_intervals():
-    from nas.studies.compare_report import table_lines, to_csv
+    from nas.reports.comparison import table_lines, to_csv
 
     row = {
         "network": "searched",

@@ -13,11 +13,11 @@ import torch
 from helpers import in_a_ray_task_without_fork
 
 from nas.cli import main
+from nas.config.recipe import Recipe
 from nas.core.errors import NasError
 from nas.data import load_splits
 from nas.data.check import Manifest, check_images, manifest_path
 from nas.data.source import list_folder
-from nas.recipe import Recipe
 
 
 @pytest.fixture

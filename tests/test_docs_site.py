@@ -60,12 +60,12 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     api = (tmp_path / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     for name in (
         "nas.core.arch.ArchConfig",
-        "nas.space_files.load_space",
+        "nas.config.spaces.load_space",
         "nas.core.families.build_supernet",
         "nas.latency.table.LatencyTable",
         "nas.train.supernet.train_supernet",
         "nas.search.engine.search",
-        "nas.stats.welch",
+        "nas.studies.stats.welch",
     ):
         assert f'id="{name}"' in api, f"{name} is not in the API page"
 
@@ -125,7 +125,7 @@ def test_the_cli_reference_names_every_option_of_every_subcommand(monkeypatch):
     # (tests/test_family_plugin.py registers one on import), so the help is built from the declared ones.
     import nas.core.families
 
-    monkeypatch.setattr(nas.core.families, "_FAMILIES", {})
+    monkeypatch.setattr(nas.core.families._FAMILIES, "_objects", {})
     text = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
     sections = _sections(text)
     commands = list(walk_commands(build_parser()))
@@ -147,7 +147,7 @@ def test_the_cli_reference_names_every_option_of_every_subcommand(monkeypatch):
 
 
 def test_every_recipe_field_has_a_meaning_and_a_row():
-    from nas.recipe import Recipe
+    from nas.config.recipe import Recipe
 
     text = (ROOT / "docs" / "reference" / "recipes.md").read_text(encoding="utf-8")
     for f in dataclasses.fields(Recipe):

@@ -66,7 +66,7 @@ def test_crossover_takes_every_choice_from_a_parent_and_repair_fixes_what_does_n
 def test_optuna_trials_suggest_the_space_choices():
     import optuna
 
-    from nas.search.nsga import arch_from_trial
+    from nas.search.optuna_nsga import arch_from_trial
 
     space = load_space("efficientformer-tiny")
     arch = space.sample(random.Random(3))

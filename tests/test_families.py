@@ -10,9 +10,9 @@ import timm
 import torch
 from helpers import assert_member_matches_timm, randomize_
 
-from nas.config_folder import available_spaces
+from nas.config.folder import available_spaces
+from nas.config.spaces import load_space
 from nas.metrics import count_params
-from nas.space_files import load_space
 from supernets import build_static, build_supernet, extract, family_names
 
 

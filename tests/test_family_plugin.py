@@ -224,10 +224,10 @@ members:
 
 def test_a_family_in_one_file_goes_through_the_whole_pipeline(tmp_path, monkeypatch, capsys):
     from nas.cli import main
+    from nas.config.spaces import load_space
     from nas.latency import LatencyTable
     from nas.metrics import count_params
-    from nas.priced_blocks import block_signatures
-    from nas.space_files import load_space
+    from nas.metrics.signatures import block_signatures
     from supernets import build_supernet, extract
 
     monkeypatch.setenv("NAS_LATENCY_DIR", str(tmp_path / "tables"))

@@ -13,7 +13,7 @@ from nas.latency.costmodel import fit_cost_model
 from nas.latency.graphs import block_ops, timm_ops
 from nas.latency.measure import MeasurementPlan, Timer, TimingConfig, build_measured_table
 from nas.latency.predicted import predict_timm
-from nas.priced_blocks import block_input, block_signatures, reachable_signatures
+from nas.metrics.signatures import block_input, block_signatures, reachable_signatures
 from supernets import get_family
 
 FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)

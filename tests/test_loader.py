@@ -11,10 +11,10 @@ from helpers import in_a_ray_task_without_fork
 
 from nas import NasError
 from nas.cli import main
+from nas.config.recipe import Recipe, load_recipe
 from nas.core.typed_yaml import from_mapping
 from nas.data import load_splits, train_loader
 from nas.data.workers import resolve_workers
-from nas.recipe import Recipe, load_recipe
 
 
 def test_loader_workers_is_auto_by_default_and_takes_a_count(tmp_path, capsys):

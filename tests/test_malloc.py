@@ -1,4 +1,4 @@
-"""glibc malloc settings of the ``nas`` process and its Ray workers (nas.malloc, issue 16)."""
+"""glibc malloc settings of the ``nas`` process and its Ray workers (nas.runs.malloc, issue 16)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from nas.cli.main import main
 from nas.core.errors import NasError
-from nas.malloc import MALLOC_ENV, RETAIN_SETTINGS, _glibc, retain_freed_memory
+from nas.runs.malloc import MALLOC_ENV, RETAIN_SETTINGS, _glibc, retain_freed_memory
 
 glibc_only = pytest.mark.skipif(_glibc() is None, reason="the settings are glibc's")
 
@@ -36,7 +36,7 @@ def last_round_faults():
 """
 REFAULT_SCRIPT = (
     "import json, sys\n"
-    "from nas.malloc import retain_freed_memory\n"
+    "from nas.runs.malloc import retain_freed_memory\n"
     "applied = retain_freed_memory(sys.argv[1])\n"
     + LAST_ROUND_FAULTS
     + 'print(json.dumps({"applied": applied, "faults": last_round_faults()}))\n'
@@ -74,7 +74,7 @@ def test_unknown_malloc_setting_is_one_line(monkeypatch, capsys):
 def test_ray_workers_that_nas_starts_use_its_malloc_setting(monkeypatch, choice):
     import ray
 
-    from nas.cluster import start_ray
+    from nas.runs.ray_cluster import start_ray
 
     monkeypatch.setenv(MALLOC_ENV, choice)
 

@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from nas import load_space
 from nas.core.signature import BlockSignature
 from nas.metrics import count_macs, count_params, mes
-from nas.priced_blocks import block_signatures
+from nas.metrics.signatures import block_signatures
 from supernets import build_static
 
 

@@ -13,9 +13,9 @@ QUICK = ["--epochs", "1", "--batch-size", "32", "--bn-calib-batches", "1", "--ev
 
 
 def test_bf16_autocast_on_cpu_matches_float32_within_tolerance(tmp_path):
+    from nas.config.recipe import load_recipe
     from nas.data import eval_loader, load_splits
-    from nas.recipe import load_recipe
-    from nas.scoring import top1
+    from nas.metrics.accuracy import top1
 
     losses = {}
     for amp in ("none", "bf16"):

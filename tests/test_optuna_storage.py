@@ -14,7 +14,7 @@ def optuna_search(supernet, run, trials: int, *extra: str) -> list[str]:
     parameters (every tiny sub-network meets it), with one BatchNorm calibration batch."""
     return [
         "search",
-        *("--supernet", str(supernet), "--strategy", "optuna", "--trials", str(trials)),
+        *("--supernet", str(supernet), "--strategy", "optuna", "--set", f"evaluations={trials}"),
         *("--objective", "params", "--target", "7e5", "--bn-calib-batches", "1", "--run", str(run)),
         *extra,
     ]
@@ -28,7 +28,7 @@ def test_two_processes_share_one_sqlite_study_and_a_study_resumes(tiny_supernet,
     env = dict(os.environ, OMP_NUM_THREADS="1")
 
     def search(run: str, seed: int, trials: int) -> subprocess.Popen:
-        args = optuna_search(tiny_supernet, tmp_path / run, trials, "--storage", db, "--seed", str(seed))
+        args = optuna_search(tiny_supernet, tmp_path / run, trials, "--set", f"storage={db}", "--seed", str(seed))
         return subprocess.Popen([sys.executable, "-m", "nas", *args], env=env, stderr=subprocess.PIPE, text=True)
 
     procs = [search("a", 1, 8), search("b", 2, 8)]

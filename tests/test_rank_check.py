@@ -8,7 +8,7 @@ import pytest
 
 from nas import ArchConfig
 from nas.cli import main
-from nas.stats import rank_stats
+from nas.studies.stats import rank_stats
 
 
 def test_rank_stats_on_known_rankings():
@@ -24,7 +24,7 @@ def test_rank_stats_on_known_rankings():
 
 
 def test_tau_difference_is_paired():
-    from nas.stats import rank_stats, tau_difference
+    from nas.studies.stats import rank_stats, tau_difference
 
     truth = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     same = tau_difference([1, 2, 3, 4, 5, 6, 7, 8], [10, 20, 30, 40, 50, 60, 70, 80], truth)
@@ -189,7 +189,7 @@ def test_a_ranking_study_is_stale_when_its_taus_are_not_the_current_statistics(t
 
 def test_a_resumed_study_keeps_the_pricing_size_it_recorded(tmp_path):
     from nas.runs.folder import RANKING, SEARCH, RunFolder
-    from nas.search.resolution import price_size
+    from nas.search.input_size import price_size
 
     study = RunFolder(tmp_path, RANKING)
     (tmp_path / "plan.json").write_text(json.dumps({"config": {"img_size": 224}}))

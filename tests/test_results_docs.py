@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nas.stats import over_comparisons
+from nas.studies.stats import over_comparisons
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"

@@ -233,8 +233,8 @@ def test_search_and_compare_name_a_corrupt_image(real_images, tmp_path, capsys):
     capsys.readouterr()
     # A search reads only its calibration and search images (not the whole set, which on ImageNet
     # would cost every evaluator minutes): one of those, corrupt, is named before the run starts.
+    from nas.config.recipe import recipe_from_saved
     from nas.data import load_splits
-    from nas.recipe import recipe_from_saved
     from nas.search.supernet_run import SupernetRun
 
     spec = SupernetRun.read(supernet).eval_spec()

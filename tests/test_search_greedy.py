@@ -68,7 +68,7 @@ def test_a_shrink_that_raises_accuracy_counts_as_no_drop_and_the_larger_step_win
     # A drop counts at least the evaluation's resolution: a notch with no measured drop no longer beats
     # a step 15 times larger that costs one image of a thousand.
     assert greedy_key(0.0, 0.2, 0) < greedy_key(0.001, 3.0, 1)
-    assert greedy_key(0.0, 0.2, 0, resolution=0.001) > greedy_key(0.001, 3.0, 1, resolution=0.001)
+    assert greedy_key(0.0, 0.2, 0, accuracy_step=0.001) > greedy_key(0.001, 3.0, 1, accuracy_step=0.001)
 
 
 def test_resolution_lets_a_larger_step_with_a_small_drop_beat_a_notch_with_none(mini):
@@ -80,7 +80,7 @@ def test_resolution_lets_a_larger_step_with_a_small_drop_beat_a_notch_with_none(
 
     def first(resolution):
         return greedy_slim(
-            SearchProblem(mini, accuracy, toy_cost, Objective("params", 4000)), resolution=resolution
+            SearchProblem(mini, accuracy, toy_cost, Objective("params", 4000)), accuracy_step=resolution
         ).steps[0]
 
     assert first(0.0).action == "narrow stage (stage 4)"

@@ -108,7 +108,7 @@ def test_ray_pool_survives_a_killed_worker(supernet_run):
 def test_trial_architectures_are_valid(space_name):
     import optuna
 
-    from nas.search.nsga import arch_from_trial
+    from nas.search.optuna_nsga import arch_from_trial
 
     space = load_space(space_name)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
@@ -123,7 +123,7 @@ def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys)
     assert (
         main(
             argv(
-                "search --supernet {} --strategy optuna --trials 6 --objective mes --target 400 "
+                "search --supernet {} --strategy optuna --set evaluations=6 --objective mes --target 400 "
                 "--device iphone12 --run {} --bn-calib-batches 1 --json",
                 supernet_run,
                 out,
@@ -142,7 +142,7 @@ def test_optuna_strategy_writes_the_pareto_front(supernet_run, tmp_path, capsys)
 def test_evaluator_preloads_its_images_and_scores_as_the_loaders_do(supernet_run):
     import dataclasses
 
-    from nas.scoring import subnet_accuracy
+    from nas.metrics.accuracy import subnet_accuracy
     from nas.search.evaluator import SubnetEvaluator
 
     spec = SupernetRun.read(supernet_run).eval_spec(bn_calib_batches=1)
@@ -158,8 +158,8 @@ def test_evaluator_preloads_its_images_and_scores_as_the_loaders_do(supernet_run
 def test_search_images_scores_a_fixed_balanced_subset_recorded_with_the_run(supernet_run, tmp_path, capsys):
     import collections
 
+    from nas.config.recipe import recipe_from_saved
     from nas.data import balanced_indices, load_splits
-    from nas.recipe import recipe_from_saved
     from nas.search.evaluator import SubnetEvaluator
 
     spec = SupernetRun.read(supernet_run).eval_spec(bn_calib_batches=1, search_images=60)

@@ -11,10 +11,10 @@ import torch
 from helpers import copy_run
 
 from nas.cli import main
+from nas.config.recipe import Recipe, load_recipe
 from nas.data import data_fingerprint, load_splits
 from nas.data.shard_index import ShardIndex
 from nas.data.shards import shard_eval_loader, shard_train_loader
-from nas.recipe import Recipe, load_recipe
 
 SUPERNET = ["train-supernet", "efficientformerv2", "--space", "efficientformerv2-tiny"]
 CHEAP = ["--img-size", "32", "--batch-size", "8", "--epochs", "1", "--bn-calib-batches", "1", "--eval-batch-size", "32"]

@@ -2,11 +2,11 @@
 
 Comparisons are simulated with a known true margin at 3 seeds per network and 5 random networks, a
 seed standard deviation of 0.5 points and a band whose networks' true accuracies spread by 1.2 points:
-each interval of :func:`nas.stats.margins` must cover its true value within 3 points of 95%, and
+each interval of :func:`nas.studies.stats.margins` must cover its true value within 3 points of 95%, and
 "beats every random network" must be claimed at most 5% of the time when the searched network is no
 better than the band's best. Rank-check's Kendall's tau interval is simulated on bivariate normal data
 with a known correlation. Everything is vectorised over replicates (seconds) and seeded; the library's
-own arithmetic (:func:`nas.stats.t_bounds`, :func:`nas.stats.fisher_z_bounds`) computes every interval,
+own arithmetic (:func:`nas.studies.stats.t_bounds`, :func:`nas.studies.stats.fisher_z_bounds`) computes every interval,
 and a sample of replicates is checked against the per-comparison functions.
 """
 
@@ -15,7 +15,15 @@ import math
 import numpy as np
 import pytest
 
-from nas.stats import correlation_interval, fisher_z_bounds, holm, margins, paired_tau_bounds, t_bounds, tau_difference
+from nas.studies.stats import (
+    correlation_interval,
+    fisher_z_bounds,
+    holm,
+    margins,
+    paired_tau_bounds,
+    t_bounds,
+    tau_difference,
+)
 
 SEEDS, NETWORKS, SEED_SD, BAND_SD, REPLICATES = 3, 5, 0.5, 1.2, 20_000
 

@@ -16,7 +16,6 @@ from nas import ArchConfig, NasError, load_space
 from nas.cli import main
 from nas.search.objective import Objective, SearchProblem, cost_function
 from nas.search.strategy import (
-    _BUILTIN,
     _STRATEGIES,
     Scored,
     SearchContext,
@@ -51,11 +50,11 @@ def test_the_builtin_strategies_are_listed_without_importing_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().split(",") == sorted(_BUILTIN)
+    assert proc.stdout.strip().split(",") == sorted(_STRATEGIES._builtin)
 
 
 def test_get_strategy_loads_each_builtin_with_its_options_and_refuses_an_unknown_name():
-    for name in _BUILTIN:
+    for name in _STRATEGIES._builtin:
         strategy = get_strategy(name)
         assert strategy.name == name and callable(strategy.run) and dataclasses.is_dataclass(strategy.options)
         defaults = strategy_options(strategy)  # every option has a default and a meaning
@@ -97,7 +96,7 @@ def test_a_registered_strategy_is_found_and_offered_by_the_cli(monkeypatch, caps
             largest = Scored(context.space.largest(), context.pool([context.space.largest()])[0])
             return StrategyOutcome(largest, (largest,))
 
-    monkeypatch.setitem(_STRATEGIES, "largest", Largest())  # undone after the test
+    monkeypatch.setitem(_STRATEGIES._objects, "largest", Largest())  # undone after the test
     assert "largest" in strategy_names() and get_strategy("largest").name == "largest"
     with pytest.raises(TypeError, match="run"):
         register_strategy(object())
@@ -213,14 +212,16 @@ def test_bad_options_are_one_line_and_leave_no_folder(tiny_supernet, tmp_path, c
     assert not out.exists()
 
 
-def test_options_are_recorded_and_a_resume_with_others_is_refused(tiny_supernet, tmp_path, capsys):
+def test_options_are_recorded_and_a_resume_with_others_is_refused(tiny_supernet, tmp_path, capsys, caplog):
     out = tmp_path / "random"
     argv = ["search", "--supernet", str(tiny_supernet), "--strategy", "random", "--trials", "4", "--objective"]
     argv += ["params", "--target", "300000", "--run", str(out), "--bn-calib-batches", "1", "--finalists", "2"]
     assert main(argv) == 0
+    # --trials: the old flag, deprecated: the same option, and one line that says the --set form
+    assert "--trials is deprecated: use --set evaluations=4" in caplog.text
     capsys.readouterr()
     config = yaml.safe_load((out / "config.yaml").read_text())
-    assert config["strategy_options"] == {"evaluations": 4, "tolerance": 0.05}  # --trials: the old flag
+    assert config["strategy_options"] == {"evaluations": 4, "tolerance": 0.05}
     assert config["final_scoring"]["finalists"] == 2
     assert main([*argv, "--set", "tolerance=0.1", "--resume"]) == 2
     assert "different strategy_options.tolerance (0.05 in the run, 0.1 now)" in capsys.readouterr().err
@@ -241,7 +242,7 @@ def test_nsga_optimises_the_objective_asked_for_even_with_a_latency_table(tmp_pa
     from optuna.study import StudyDirection
 
     from nas.latency import LatencyTable
-    from nas.search.nsga import nsga_search
+    from nas.search.optuna_nsga import nsga_search
 
     space = load_space("efficientformerv2-tiny")
     table = LatencyTable.load("iphone12", space, 224)
@@ -271,7 +272,7 @@ def test_nsga_optimises_the_objective_asked_for_even_with_a_latency_table(tmp_pa
 
 
 def test_a_study_of_another_objective_or_target_is_refused(tmp_path):
-    from nas.search.nsga import nsga_search
+    from nas.search.optuna_nsga import nsga_search
 
     space = load_space("efficientformerv2-tiny")
     cost = cost_function(None, 224, 10)
@@ -289,7 +290,7 @@ def test_optuna_search_with_objective_params_and_a_device_optimises_parameters(t
     space = load_space("efficientformerv2-tiny")
     target = _mid_target(space, cost_function(None, 224, 10), "params")
     out = tmp_path / "nsga-params"
-    argv = ["search", "--supernet", str(tiny_supernet), "--strategy", "optuna", "--trials", "6"]
+    argv = ["search", "--supernet", str(tiny_supernet), "--strategy", "optuna", "--set", "evaluations=6"]
     argv += ["--objective", "params", "--target", f"{target:g}", "--device", "iphone12", "--run", str(out)]
     assert main([*argv, "--bn-calib-batches", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

@@ -92,8 +92,8 @@ def test_train_searched_arch_on_real_images_with_ema_and_teacher(real_images, tm
 def test_train_images_trains_on_a_fixed_class_balanced_subset(real_images, tmp_path, capsys):
     import collections
 
+    from nas.config.recipe import Recipe
     from nas.data import load_splits
-    from nas.recipe import Recipe
 
     def splits(n: int, seed: int = 0, hold_out_search: bool = False):
         return load_splits(str(real_images), Recipe(img_size=32, train_images=n), seed, hold_out_search)

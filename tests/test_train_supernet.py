@@ -14,7 +14,7 @@ from helpers import argv
 
 from nas import NasError, load_space
 from nas.cli import main
-from nas.recipe import load_recipe
+from nas.config.recipe import load_recipe
 from nas.train.supernet import SupernetTrainingRequest, gumbel_temperature, train_supernet
 
 QUICK = [

@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers import compare_argv
 
 from nas.cli import main
-from nas.studies.compare_report import hardware_words
+from nas.reports.comparison import hardware_words
 
 SCRIPT = Path(__file__).parent.parent / "docs" / "results" / "studies" / "trainings_elsewhere.py"
 

@@ -80,7 +80,7 @@ def recipe_args(recorded: dict, name: str | None = None, option: str = "--recipe
     """``--recipe NAME`` and the overrides that turn that named recipe into the ``recorded`` one (when the run
     recorded no name: of the recipes whose first line says they are used by ``nas USED_BY``, the one that needs
     the fewest). A second recipe (``--full-recipe``) has no overrides: the closest name."""
-    from nas.recipe import available_recipes, config_root, load_recipe, recipe_from_saved
+    from nas.config.recipe import available_recipes, config_root, load_recipe, recipe_from_saved
 
     def header(candidate: str) -> str:
         return (config_root() / "recipes" / f"{candidate}.yaml").read_text(encoding="utf-8").split("\n", 1)[0]
@@ -322,7 +322,7 @@ def _ci(ci: list[float] | None, scale: float = 100.0) -> str:
 
 def environment() -> jinja2.Environment:
     """The templates' environment: strict about missing values, with the number formats the pages share."""
-    from nas.stats import over_comparisons
+    from nas.studies.stats import over_comparisons
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     studies = [(f, compare) for f in _folders("compare-")] + [(f, rankcheck) for f in _folders("rank-check-")]
     for folder in [f for f, module in studies if module.stale(f)]:
         status = 1
-        print(f"{folder.name}: its statistics differ from the current nas/stats.py; run generate.py --rejudge")
+        print(f"{folder.name}: its statistics differ from the current nas/studies/stats.py; run generate.py --rejudge")
     if not args.check:  # the pages' pictures, from the same files (figures.py beside this script)
         spec = importlib.util.spec_from_file_location("results_figures", HERE / "figures.py")
         spec.loader.exec_module(figures := importlib.util.module_from_spec(spec))

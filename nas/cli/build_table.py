@@ -38,8 +38,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas build-table``: measure (local device) or predict (phone) the table, save it and print
     its header, source and error; return the exit code."""
+    from nas.config.spaces import load_space
     from nas.latency import get_device
-    from nas.space_files import load_space
 
     device = get_device(args.device)
     space = load_space(args.space)

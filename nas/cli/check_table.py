@@ -36,6 +36,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas check-table``: time the named members and random sub-networks end to end and print
     the table's error on each; return the exit code."""
+    from nas.config.spaces import load_space
     from nas.latency import LatencyTable, get_device
     from nas.latency.measure import (
         Timer,
@@ -44,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
         check_table,
         median_ape,
     )
-    from nas.space_files import load_space
 
     device = get_device(args.device)
     if device.kind != "local":

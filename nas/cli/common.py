@@ -1,8 +1,8 @@
 """Argument-parser pieces shared by the subcommands.
 
 Building the parsers loads none of the engine (no torch, timm or numpy), so ``nas --help`` answers at
-once: what a parser shows comes from light modules (:mod:`nas.recipe`, :mod:`nas.config_folder`,
-:mod:`nas.search.choices`, ``nas.latency.devices``), and every subcommand imports the library in
+once: what a parser shows comes from light modules (:mod:`nas.config.recipe`, :mod:`nas.config.folder`,
+:mod:`nas.search.command_choices`, ``nas.latency.devices``), and every subcommand imports the library in
 its handler.
 """
 
@@ -15,8 +15,8 @@ import math
 import sys
 from typing import Any, NoReturn
 
-from nas.recipe import MIN_IMG_SIZE, add_recipe_overrides, recipe_from_args
-from nas.search.choices import OBJECTIVES
+from nas.config.recipe import MIN_IMG_SIZE, add_recipe_overrides, recipe_from_args
+from nas.search.command_choices import OBJECTIVES
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -196,7 +196,7 @@ def study_request(request_type: type, args: argparse.Namespace, **given: Any) ->
     """A study's request (:func:`request_from_args`) with what :func:`add_study_args`'s commands read
     alike: the recipe with its overrides (unless ``given``), the recipe's name as the user gave it, the
     size the networks are priced at (``--price-size``) and where they train."""
-    from nas.studies.jobs import TrainingPool
+    from nas.studies.trainings import TrainingPool
 
     if "recipe" not in given:
         given["recipe"] = recipe_from_args(args)

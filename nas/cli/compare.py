@@ -16,7 +16,7 @@ from nas.cli.common import (
     study_request,
 )
 from nas.core.typed_yaml import read_yaml
-from nas.search.choices import OBJECTIVES
+from nas.search.command_choices import OBJECTIVES
 
 
 def add_parser(sub) -> None:
@@ -139,8 +139,8 @@ def compare_request(args: argparse.Namespace):
     """The :class:`nas.studies.compare.CompareRequest` of a parsed ``nas compare`` command line, with the
     defaults of the search that wrote ``--searched`` (``docs/results/studies/trainings_elsewhere.py`` plans
     a comparison's trainings from the same request)."""
+    from nas.config.spaces import find_space
     from nas.search.family import member_arch_path
-    from nas.space_files import find_space
     from nas.studies.compare import CompareRequest
 
     args.searched = member_arch_path(args.searched)  # a family member, RUN@TARGET
@@ -170,8 +170,8 @@ def compare_request(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     """Run ``nas compare``: train the searched network and random ones of its budget from scratch and
     print the table and summary; return the exit code."""
+    from nas.reports.comparison import summary_line, table_lines
     from nas.studies.compare import compare
-    from nas.studies.compare_report import summary_line, table_lines
 
     request = compare_request(args)
     out = request.out

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 from nas.cli.common import add_common, emit, nonneg_int, positive_int
-from nas.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS
+from nas.config.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS
 
 
 def add_parser(sub) -> None:
@@ -54,8 +54,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas demo``: the whole pipeline on scikit-learn's digits, announcing each stage and printing
     the comparison; return the exit code."""
-    from nas.recipe import load_recipe
-    from nas.studies.compare_report import summary_line, table_lines
+    from nas.config.recipe import load_recipe
+    from nas.reports.comparison import summary_line, table_lines
     from nas.studies.demo import DemoRequest, demo
 
     recipe = load_recipe("demo")

@@ -42,8 +42,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas export``: write ARCH as an ONNX or ExecuTorch file (checked against PyTorch) or a Core ML
     package; return the exit code."""
+    from nas.config.spaces import find_space
     from nas.export import export
-    from nas.space_files import find_space
 
     label, arch = "the checkpoint's architecture", None
     if args.arch:

@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nas export-blocks``: write the space's blocks (and named members) as the phone runtime's
     files with a manifest and a CSV to fill in; return the exit code."""
     from nas.cli.build_table import outside_xnnpack_words
+    from nas.config.spaces import load_space
     from nas.export import recorded_shape, shape_from
     from nas.latency.onphone import BlockExport, export_blocks, export_runtime
-    from nas.space_files import load_space
 
     runtime = export_runtime(args.device, args.runtime)  # a wrong pair fails before the space loads
     args.img_size, args.num_classes = shape_from(

@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas headroom``: train the pilot's networks and print the spread, the noise and the verdict;
     return the exit code."""
-    from nas.space_files import load_space
+    from nas.config.spaces import load_space
     from nas.studies.headroom import HeadroomRequest, headroom, report_lines
 
     request = study_request(HeadroomRequest, args, space=load_space(args.space))

@@ -29,7 +29,7 @@ from nas.cli import (
 )
 from nas.cli.common import OneLineErrorParser, add_verbosity
 from nas.core.errors import NasError
-from nas.malloc import retain_freed_memory
+from nas.runs.malloc import retain_freed_memory
 
 # `nas --help` lists the commands in these groups, in this order (demo first: what a new user tries).
 COMMAND_GROUPS = (
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        retain_freed_memory()  # before the command's first large tensor (nas.malloc)
+        retain_freed_memory()  # before the command's first large tensor (nas.runs.malloc)
         return int(args.handler(args) or 0)
     except NasError as exc:
         sys.stderr.write(f"nas: error: {exc}\n")

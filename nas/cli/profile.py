@@ -42,10 +42,10 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas profile``: print the parameters and MACs of ARCH (latency and MES too with
     ``--device``), or price ``--timm MODEL``; return the exit code."""
+    from nas.config.spaces import find_space
     from nas.core.families import get_family
     from nas.latency import LatencyTable
     from nas.metrics import count_macs, count_params, mes
-    from nas.space_files import find_space
 
     if args.timm:
         return run_timm(args)

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 
 from nas.cli.common import add_study_args, emit, image_size, nonneg_int, positive_int, study_request
-from nas.recipe import load_recipe, recipe_from_args
+from nas.config.recipe import load_recipe, recipe_from_args
 
 
 def add_parser(sub) -> None:

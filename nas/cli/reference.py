@@ -2,7 +2,7 @@
 
 ``docs/reference/cli.md`` from the ``nas`` argument parser (every subcommand, nested ones included,
 with its usage, description and every option with its help, default and choices),
-``docs/reference/recipes.md`` from the :class:`~nas.recipe.Recipe` dataclass and
+``docs/reference/recipes.md`` from the :class:`~nas.config.recipe.Recipe` dataclass and
 ``docs/reference/spaces.md`` from the space-file dataclasses. Rendering loads none of the engine
 (no torch) and does not depend on the terminal's width.
 
@@ -300,8 +300,8 @@ def field_table(
 
 
 def recipe_reference() -> str:
-    """The Markdown of ``docs/reference/recipes.md``, from :class:`nas.recipe.Recipe`."""
-    from nas.recipe import SUPERNET_FIELDS, Recipe, available_recipes
+    """The Markdown of ``docs/reference/recipes.md``, from :class:`nas.config.recipe.Recipe`."""
+    from nas.config.recipe import SUPERNET_FIELDS, Recipe, available_recipes
 
     lines = [
         GENERATED,
@@ -375,7 +375,7 @@ MEMBER_FIELDS = {
 
 def space_reference() -> str:
     """The Markdown of ``docs/reference/spaces.md``, from the space-file dataclasses."""
-    from nas.config_folder import available_spaces
+    from nas.config.folder import available_spaces
     from nas.core.arch import ArchConfig
     from nas.core.space import _SpaceFile
     from nas.core.stage import StageSpace

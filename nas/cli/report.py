@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``nas report``: write the HTML page of the run folder and print its path; return the exit code."""
-    from nas.html_report import run_kind, write_report
+    from nas.reports.html import run_kind, write_report
 
     path = write_report(args.run, args.out)
     emit({"report": str(path), "kind": run_kind(Path(args.run))}, args.json, [f"wrote {path}"])

@@ -61,14 +61,14 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas sample``: write ``-n`` random sub-networks within the budget as arch YAMLs (with the
     ``config.yaml`` they were priced with) and print their costs; return the exit code."""
+    from nas.config.recipe import load_recipe
+    from nas.config.spaces import load_space
     from nas.core.errors import NasError
     from nas.latency.predicted import keep, table_for
-    from nas.recipe import load_recipe
+    from nas.search.input_size import input_size_words, price_size, warn_if_apart
     from nas.search.objective import Objective, cost_function, require_table
-    from nas.search.resolution import price_size, resolution_words, warn_if_apart
     from nas.search.sample import sample_within_budget
     from nas.search.supernet_run import SupernetRun
-    from nas.space_files import load_space
 
     if not (args.space or args.supernet):
         raise NasError("nas sample needs --space or --supernet (whose space it samples)")
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     lines.append(
         "resolution: "
         + (
-            resolution_words(img_size, trained, "trained")
+            input_size_words(img_size, trained, "trained")
             if trained is not None
             else f"cost priced at {img_size} px"
             + ("" if args.img_size else " (the default: neither --supernet nor --recipe says the training size)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 
 from nas.cli.common import (
     add_budget_args,
@@ -15,8 +16,10 @@ from nas.cli.common import (
     positive_int,
     request_from_args,
 )
-from nas.search.choices import DEFAULT_STRATEGY
+from nas.search.command_choices import DEFAULT_STRATEGY
 from nas.search.strategy import strategy_names
+
+log = logging.getLogger(__name__)
 
 #: Flags of earlier versions that set a strategy's option: flag -> option key.
 OPTION_ALIASES = {
@@ -78,11 +81,12 @@ def add_parser(sub) -> None:
         "screen, explore; greedy: evaluate_top, explore; optuna: evaluations, population, storage, study_name; "
         "random: evaluations, tolerance",
     )
-    p.add_argument("--trials", type=positive_int, help="the same as --set evaluations=N (evolution, optuna, random)")
-    p.add_argument("--evaluate-top", type=nonneg_int, help="the same as --set evaluate_top=K (greedy)")
-    p.add_argument("--explore", type=nonneg_int, help="the same as --set explore=K (greedy)")
-    p.add_argument("--storage", help="the same as --set storage=URL (optuna)")
-    p.add_argument("--study-name", help="the same as --set study_name=NAME (optuna)")
+    # Deprecated: earlier versions' flags for strategy options (a warning says the --set form); not in the help.
+    p.add_argument("--trials", type=positive_int, help=argparse.SUPPRESS)
+    p.add_argument("--evaluate-top", type=nonneg_int, help=argparse.SUPPRESS)
+    p.add_argument("--explore", type=nonneg_int, help=argparse.SUPPRESS)
+    p.add_argument("--storage", help=argparse.SUPPRESS)
+    p.add_argument("--study-name", help=argparse.SUPPRESS)
     p.add_argument(
         "--finalists",
         type=nonneg_int,
@@ -136,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--{flag.replace('_', '-')} is not an option of strategy {args.strategy}; its options: "
                 f"{', '.join(sorted(known))}"
             )
+        log.warning("--%s is deprecated: use --set %s=%s", flag.replace("_", "-"), key, value)
         options.setdefault(key, value)
     final = request_from_args(FinalScoring, args)  # every field of FinalScoring is a flag of the same name
     request = request_from_args(
@@ -160,13 +165,13 @@ def command_line(config: dict, run: str) -> list:
     argv += ["--target", *(config.get("targets") or [config["target"]]), "--device", config["device"]]
     argv += ["--img-size", config["img_size"]] if config.get("img_size") else []
     keys = ("bn_calib_batches", "search_images")
-    if config.get("strategy_options") is None:
-        keys += ("evaluate_top", "explore")
     argv += [x for k in keys if config.get(k) is not None for x in (f"--{k.replace('_', '-')}", config[k])]
     if config.get("strategy_options") is None and config.get("strategy", "greedy") != "greedy":
-        argv += ["--strategy", config["strategy"], "--trials", config["trials"]]
+        argv += ["--strategy", config["strategy"], "--set", f"evaluations={config['trials']}"]
     elif config.get("strategy_options") is None:
-        argv += ["--strategy", "greedy", "--finalists", 0, "--noise-networks", 0]
+        screen = [f"{k}={config[k]}" for k in ("evaluate_top", "explore") if config.get(k) is not None]
+        argv += ["--strategy", "greedy", *(x for s in screen for x in ("--set", s)), "--finalists", 0]
+        argv += ["--noise-networks", 0]
     else:
         argv += ["--strategy", config["strategy"]]
         for key, value in config["strategy_options"].items():

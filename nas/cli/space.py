@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nas.cli.common import add_common, emit
-from nas.config_folder import available_spaces
+from nas.config.folder import available_spaces
 
 
 def add_parser(sub) -> None:
@@ -35,8 +35,8 @@ def compact(values) -> str:
 def run_show(args: argparse.Namespace) -> int:
     """Run ``nas space show``: print the choices per stage, size, largest and smallest sub-networks and
     named members of SPACE; return the exit code."""
+    from nas.config.spaces import load_space
     from nas.core.families import get_family
-    from nas.space_files import load_space
 
     space = load_space(args.space)
     stages = []

@@ -28,8 +28,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas train``: train ARCH from scratch and print its top-1 (only on the main process of a
     torchrun job); return the exit code."""
+    from nas.config.spaces import find_space
     from nas.search.family import member_arch_path
-    from nas.space_files import find_space
     from nas.train.fixed import FixedTrainingRequest, train_fixed
 
     args.arch = member_arch_path(args.arch)  # a family member, RUN@TARGET

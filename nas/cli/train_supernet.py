@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nas train-supernet``: train FAMILY's supernet on its space and print the top-1 of its
     largest and smallest sub-networks (only on the main process of a torchrun job); return the exit code."""
-    from nas.space_files import load_space
+    from nas.config.spaces import load_space
     from nas.train.supernet import SupernetTrainingRequest, train_supernet
 
     get_family(args.family)  # an unknown family is one line that lists the known

@@ -16,11 +16,10 @@ once and then only read.
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from nas.core.errors import NasError
 from nas.core.family import Family
+from nas.core.registry import LazyRegistry
 from nas.core.space import SpaceRules
 
 if TYPE_CHECKING:  # for annotations only: the core never imports torch
@@ -29,68 +28,32 @@ if TYPE_CHECKING:  # for annotations only: the core never imports torch
     from nas.core.arch import ArchConfig
     from nas.core.space import SearchSpace
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "build_static",
-    "build_supernet",
-    "extract",
-    "family_names",
-    "family_rules",
-    "get_family",
-    "register_family",
-]
-
 #: The entry-point group a package declares its families in.
 ENTRY_POINT_GROUP = "nas.families"
 
-_FAMILIES: dict[str, Family] = {}  # filled by register_family and by the entry points as they are asked for
+_FAMILIES: LazyRegistry[Family] = LazyRegistry(
+    "family",
+    ENTRY_POINT_GROUP,
+    accepts=lambda obj: isinstance(obj, Family),
+    refuse=lambda obj: f"register_family needs a nas.core.family.Family, got {type(obj).__name__}",
+    unknown="unknown family {name}; known families: {names}",
+)
 
 
 def register_family(family: Family) -> Family:
     """Make ``family`` known by its name (a family registered again under its name replaces the
     old one, so a module may be re-imported)."""
-    if not isinstance(family, Family):
-        raise TypeError(f"register_family needs a nas.core.family.Family, got {type(family).__name__}")
-    _FAMILIES[family.name] = family
-    return family
-
-
-def _declared() -> dict[str, EntryPoint]:
-    """The families the installed packages declare, by name (not loaded)."""
-    return {entry.name: entry for entry in entry_points(group=ENTRY_POINT_GROUP)}
+    return _FAMILIES.register(getattr(family, "name", ""), family)
 
 
 def family_names() -> list[str]:
     """The known families' names, sorted: those registered and those declared (not loaded to list them)."""
-    return sorted(set(_FAMILIES) | set(_declared()))
-
-
-def _load(entry: EntryPoint) -> Family:
-    try:
-        loaded: Any = entry.load()
-    except Exception as exc:  # a broken plugin is named, not a traceback from inside it
-        raise NasError(f"family {entry.name!r} ({entry.value}) could not be loaded: {exc}") from exc
-    if isinstance(loaded, type) and issubclass(loaded, Family):
-        loaded = loaded()
-    if isinstance(loaded, Family):
-        register_family(loaded)
-    if entry.name not in _FAMILIES:  # a module that registered nothing, or a family under another name
-        raise NasError(
-            f"entry point {entry.name} = {entry.value!r} in group {ENTRY_POINT_GROUP} gave no family named "
-            f"{entry.name!r}: name a Family subclass, an instance, or a module that registers it"
-        )
-    return _FAMILIES[entry.name]
+    return _FAMILIES.names()
 
 
 def get_family(name: str) -> Family:
     """The family ``name``, loaded on first use; an unknown one is a :class:`NasError` that lists the known."""
-    family = _FAMILIES.get(name)
-    if family is not None:
-        return family
-    entry = _declared().get(name)
-    if entry is None:
-        raise NasError(f"unknown family {name!r}; known families: {', '.join(family_names())}")
-    return _load(entry)
+    return _FAMILIES.get(name, lambda family: family.name)
 
 
 def family_rules(name: str) -> SpaceRules:

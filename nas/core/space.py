@@ -25,7 +25,7 @@ from typing import Any
 from nas.core.arch import BLOCK_TYPES, ArchConfig
 from nas.core.errors import NasError
 from nas.core.stage import Action, StageSpace, block_slots, slots_of_types
-from nas.core.typed_yaml import from_mapping, read_yaml
+from nas.core.typed_yaml import from_mapping, names_a_file, read_yaml
 
 
 def _fmt(values) -> str:
@@ -222,7 +222,7 @@ class SearchSpace:
         if spec in self.members:
             return spec, self.members[spec]
         path = Path(spec)
-        if path.suffix in (".yaml", ".yml") or path.exists():
+        if names_a_file(spec):
             arch = ArchConfig.load(path)
             return str(path), self.validate(arch, where=str(path))
         raise NasError(

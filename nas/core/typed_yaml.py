@@ -123,6 +123,14 @@ def differences(saved: Any, now: Any, prefix: str = "") -> list[tuple[str, Any, 
     return out
 
 
+def names_a_file(name_or_path: str | os.PathLike) -> bool:
+    """Whether an argument that is a name or a path (a space, a recipe, an architecture) is a path: it ends
+    in ``.yaml``/``.yml``, holds a path separator, or is an existing file. One rule for every such argument."""
+    text = str(name_or_path)
+    path = Path(text)
+    return path.suffix in (".yaml", ".yml") or os.sep in text or path.is_file()
+
+
 def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
     """Parse a YAML file; any problem becomes a one-line :class:`NasError` naming the file."""
     path = Path(path)

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from nas.config.recipe import Recipe
 from nas.core.errors import NasError
 from nas.data.shards import ShardSource, shard_eval_loader, shard_train_loader
 from nas.data.source import MEAN, STD, ImageSource, Splits
 from nas.data.workers import loader_options, resolve_workers
-from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
 

@@ -58,11 +58,11 @@ import webdataset
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from nas.config.recipe import Recipe
 from nas.core.errors import NasError
 from nas.data.shard_index import CLASS_MEMBER, Shard, ShardIndex
 from nas.data.splits import search_split
 from nas.data.workers import loader_options, resolve_workers
-from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nas.config.recipe import Recipe
 from nas.core.errors import NasError
 from nas.data.check import check_images, decode_all
 from nas.data.shard_check import check_shards, decode_members
@@ -31,7 +32,6 @@ from nas.data.shard_index import MemberTable, ShardIndex, is_shard_folder
 from nas.data.shards import ShardSource, shard_splits
 from nas.data.splits import search_split
 from nas.data.workers import cores_per_process
-from nas.recipe import Recipe
 
 log = logging.getLogger(__name__)
 

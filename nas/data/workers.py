@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import sys
 
-from nas.recipe import LOADER_WORKERS_AUTO
+from nas.config.recipe import LOADER_WORKERS_AUTO
 
 #: Most worker processes ``loader_workers: auto`` starts per training process: timm's transforms at
 #: 224 px run at a few hundred images/s per core, so 8 feed one GPU's step at ImageNet recipes;

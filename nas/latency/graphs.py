@@ -13,7 +13,7 @@ from functools import cache
 from nas.core.errors import NasError
 from nas.core.signature import BlockSignature
 from nas.latency.opcount import OpCost, record_ops
-from nas.priced_blocks import block_input_shape, build_block
+from nas.metrics.signatures import block_input_shape, build_block
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from nas.latency.table import (
     table_path,
     tool_versions,
 )
-from nas.priced_blocks import block_input, build_block, reachable_signatures
+from nas.metrics.signatures import block_input, build_block, reachable_signatures
 from nas.runs.lock import RunLock
 from nas.runs.progress import tracked
 

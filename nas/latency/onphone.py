@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nas.config.spaces import load_space
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_bytes_atomic, write_text_atomic
 from nas.core.errors import NasError
@@ -38,9 +39,8 @@ from nas.latency.table import (
     today,
     tool_versions,
 )
-from nas.priced_blocks import block_input, build_block, reachable_signatures
+from nas.metrics.signatures import block_input, build_block, reachable_signatures
 from nas.runs.writers import write_json
-from nas.space_files import load_space
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from nas.config.spaces import load_space
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.latency.costmodel import CostModel, fit_cost_model
@@ -13,8 +14,7 @@ from nas.latency.devices import get_device
 from nas.latency.graphs import block_ops, timm_ops
 from nas.latency.table import LatencyTable, TableHeader, sizes_words, table_path, table_sizes, tables_root
 from nas.latency.terms import ON_CHIP_ELEMENTS, Candidate
-from nas.priced_blocks import reachable_signatures
-from nas.space_files import load_space
+from nas.metrics.signatures import reachable_signatures
 
 log = logging.getLogger(__name__)
 

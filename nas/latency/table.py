@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nas import __version__
+from nas.config.spaces import config_root, load_space
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
@@ -24,8 +25,7 @@ from nas.core.signature import BlockSignature
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import from_mapping
 from nas.latency.devices import get_device
-from nas.priced_blocks import block_signatures
-from nas.space_files import config_root, load_space
+from nas.metrics.signatures import block_signatures
 
 FORMAT = "nas-latency-table/1"
 SOURCES = ("measured", "predicted", "imported")

@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from nas.config.recipe import RENAMED_KEYS, Recipe
 from nas.core.errors import NasError
 from nas.core.typed_yaml import REQUIRED, differences, from_mapping, read_yaml, setting
-from nas.recipe import RENAMED_KEYS, Recipe
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class SearchRunConfig:
     img_size: int  # the input size cost is priced at
     seed: int
     num_classes: int
-    space_file: str = setting("", free=True)  # where the space was read from (nas.space_files.recorded_source)
+    space_file: str = setting("", free=True)  # where the space was read from (nas.config.spaces.recorded_source)
     # The size the supernet trained and scores at (its checkpoint, which supernet_digest identifies).
     train_img_size: int | None = setting(None, free=True)
     command: str = setting("search", choices=("search",))

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nas.config.spaces import load_space, recorded_source
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
@@ -23,18 +24,17 @@ from nas.latency.predicted import keep, table_for
 from nas.runs.checkpoint import file_digest
 from nas.runs.config import SearchRunConfig
 from nas.runs.folder import SEARCH, RunFolder
-from nas.search.choices import DEFAULT_STRATEGY
+from nas.search.command_choices import DEFAULT_STRATEGY
 from nas.search.evaluator import DiskCache, EvalSpec
 from nas.search.family import member_arch_path
 from nas.search.family import search_family as run_family
 from nas.search.finalists import FinalScoring, SearchResult, finalize
+from nas.search.input_size import price_size, warn_if_apart
 from nas.search.objective import Objective, cost_function, require_reachable, require_table
 from nas.search.pool import EvaluatorPool
 from nas.search.progress import watched
-from nas.search.resolution import price_size, warn_if_apart
 from nas.search.strategy import SearchContext, SearchStrategy, get_strategy, options_dict, strategy_options
 from nas.search.supernet_run import SupernetRun
-from nas.space_files import load_space, recorded_source
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import torch
 
+from nas.config.recipe import recipe_from_saved
+from nas.config.spaces import load_space
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.families import build_supernet
 from nas.core.space import SearchSpace
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
-from nas.recipe import recipe_from_saved
+from nas.metrics.accuracy import subnet_accuracy
 from nas.runs.checkpoint import file_digest, load_checkpoint
-from nas.scoring import subnet_accuracy
-from nas.space_files import load_space
 
 log = logging.getLogger(__name__)
 

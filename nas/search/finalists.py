@@ -32,6 +32,7 @@ from nas.runs.folder import RunFolder
 from nas.search.evaluator import Fidelity
 from nas.search.picture import SearchPicture, plot_search
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome
+from nas.studies.stats import pooled_std
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,9 @@ class Noise:
 
 
 def pooled_sd(groups: Sequence[Sequence[float]]) -> float | None:
-    """The pooled within-group standard deviation (None: no group has two values)."""
-    dof = sum(len(g) - 1 for g in groups if len(g) > 1)
-    if dof == 0:
-        return None
-    squares = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups if len(g) > 1)
-    return math.sqrt(squares / dof)
+    """The pooled within-group standard deviation (:func:`nas.studies.stats.pooled_std`); None when no
+    group has two values (nothing to estimate it from)."""
+    return pooled_std(groups) if any(len(g) > 1 for g in groups) else None
 
 
 @dataclass(frozen=True)

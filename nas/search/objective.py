@@ -9,7 +9,7 @@ from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.metrics import count_params, mes
-from nas.search.choices import OBJECTIVES
+from nas.search.command_choices import OBJECTIVES
 
 
 @dataclass(frozen=True)
@@ -118,11 +118,11 @@ def cost_function(table=None, img_size: int = 224, num_classes: int = 1000) -> C
     return cost
 
 
-def greedy_key(drop: float, gain: float, index: int, resolution: float = 0.0) -> tuple[float, float, int]:
+def greedy_key(drop: float, gain: float, index: int, accuracy_step: float = 0.0) -> tuple[float, float, int]:
     """Sort key of a shrink in greedy slimming: the smallest accuracy drop per unit gained (EfficientFormerV2
     §4.2.3), then the larger step.
 
-    The drop counted is the measured one, a gain in accuracy counting as no drop, plus ``resolution``,
+    The drop counted is the measured one, a gain in accuracy counting as no drop, plus ``accuracy_step``,
     the smallest difference the evaluation resolves (one image of the scored set). Divided raw, as in
     the paper, a shrink that leaves the measured accuracy unchanged or raises it wins against any that
     lowers it, however small its step: with a finite search split (where lowering one FFN's width a
@@ -130,7 +130,7 @@ def greedy_key(drop: float, gain: float, index: int, resolution: float = 0.0) ->
     the search then creeps towards its target by the smallest moves (on a 150-step supernet of the
     main space: 33 steps from MES 12.6 to 31, most of them one FFN notch). A measured "no drop" means a
     drop below one image, not none; so counted, the step that gains more per image it may cost wins."""
-    return (max(drop, 0.0) + resolution) / gain, -gain, index
+    return (max(drop, 0.0) + accuracy_step) / gain, -gain, index
 
 
 def reachable_range(space: SearchSpace, cost: CostFn, objective: Objective) -> tuple[float, float]:

@@ -14,10 +14,10 @@ import logging
 import os
 from collections.abc import Sequence
 
-from nas.cluster import start_ray
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
+from nas.runs.ray_cluster import start_ray
 from nas.search.evaluator import DiskCache, EvalSpec, Fidelity, SubnetEvaluator, cache_key
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class EvaluatorPool:
             raise
 
     @property
-    def resolution(self) -> float:
+    def accuracy_step(self) -> float:
         """The smallest accuracy difference an evaluation resolves: one scored image
         (:func:`nas.search.objective.greedy_key`)."""
         return 1 / self.scored_images

@@ -10,7 +10,7 @@ prints the :class:`nas.search.finalists.SearchResult` without knowing the strate
 
 The engine comes with ``evolution`` (constrained evolution in a budget band,
 :mod:`nas.search.evolution`), ``greedy`` (greedy slimming, :mod:`nas.search.greedy.strategy`), ``optuna``
-(NSGA-II, :mod:`nas.search.nsga`) and ``random`` (random search in the band,
+(NSGA-II, :mod:`nas.search.optuna_nsga`) and ``random`` (random search in the band,
 :mod:`nas.search.random_search`). Another package adds one by naming its module in the
 ``nas.strategies`` entry-point group (the module calls :func:`register_strategy`), or by calling
 :func:`register_strategy` itself.
@@ -22,16 +22,15 @@ strategy's module is imported when the strategy is first asked for, and register
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import yaml
 
 from nas.core.errors import NasError
+from nas.core.registry import LazyRegistry
 from nas.core.typed_yaml import from_mapping
 
 if TYPE_CHECKING:
@@ -124,54 +123,44 @@ class SearchStrategy(Protocol):
 # and says whether the next search resumes from it.
 
 
-# Built-in strategies: name -> the module that registers it when imported.
-_BUILTIN = {
-    "evolution": "nas.search.evolution",
-    "greedy": "nas.search.greedy.strategy",
-    "optuna": "nas.search.nsga",
-    "random": "nas.search.random_search",
-}
-# The registry, like supernets' families: filled by the strategies' modules as they are imported.
-_STRATEGIES: dict[str, SearchStrategy] = {}
+def _refused(strategy: Any) -> str:
+    if not isinstance(strategy, SearchStrategy):
+        return (
+            f"register_strategy needs a name, an options dataclass and a run(context, options) method, "
+            f"got {type(strategy).__name__}"
+        )
+    return f"strategy {strategy.name!r}: options must be a dataclass, got {strategy.options!r}"
+
+
+# The registry, like the families': the built-in strategies' modules register them when imported.
+_STRATEGIES: LazyRegistry[SearchStrategy] = LazyRegistry(
+    "search strategy",
+    ENTRY_POINT_GROUP,
+    accepts=lambda obj: isinstance(obj, SearchStrategy) and dataclasses.is_dataclass(obj.options),
+    refuse=_refused,
+    unknown="unknown search strategy {name}; choose one of {names}",
+    builtin={
+        "evolution": "nas.search.evolution",
+        "greedy": "nas.search.greedy.strategy",
+        "optuna": "nas.search.optuna_nsga",
+        "random": "nas.search.random_search",
+    },
+)
 
 
 def register_strategy(strategy: SearchStrategy) -> SearchStrategy:
     """Make ``strategy`` known by its name (registering a name again replaces the old strategy)."""
-    if not isinstance(strategy, SearchStrategy):
-        raise TypeError(
-            f"register_strategy needs a name, an options dataclass and a run(context, options) method, "
-            f"got {type(strategy).__name__}"
-        )
-    if not dataclasses.is_dataclass(strategy.options):
-        raise TypeError(f"strategy {strategy.name!r}: options must be a dataclass, got {strategy.options!r}")
-    _STRATEGIES[strategy.name] = strategy
-    return strategy
-
-
-def _plugins() -> dict[str, Any]:
-    """Strategies other packages name in the entry-point group (name -> entry point; nothing loaded)."""
-    return {entry.name: entry for entry in entry_points(group=ENTRY_POINT_GROUP)}
+    return _STRATEGIES.register(getattr(strategy, "name", ""), strategy)
 
 
 def strategy_names() -> list[str]:
     """The names of the built-in, plug-in and registered strategies, sorted (nothing is imported)."""
-    return sorted({*_BUILTIN, *_plugins(), *_STRATEGIES})
+    return _STRATEGIES.names()
 
 
 def get_strategy(name: str) -> SearchStrategy:
     """The strategy ``name``; an unknown one is a :class:`NasError` that lists the known."""
-    if name not in _STRATEGIES:
-        if name in _BUILTIN:
-            importlib.import_module(_BUILTIN[name])
-        elif name in (plugins := _plugins()):
-            try:
-                plugins[name].load()
-            except Exception as exc:  # noqa: BLE001 - a broken plug-in is one line, not a traceback
-                raise NasError(f"search strategy {name!r} ({plugins[name].value}) could not be loaded: {exc}") from None
-    try:
-        return _STRATEGIES[name]
-    except KeyError:
-        raise NasError(f"unknown search strategy {name!r}; choose one of {', '.join(strategy_names())}") from None
+    return _STRATEGIES.get(name, lambda strategy: strategy.name)
 
 
 def parse_assignments(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:

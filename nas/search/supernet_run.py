@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nas.config.spaces import load_space
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import read_yaml
@@ -20,7 +21,6 @@ from nas.runs.checkpoint import load_checkpoint
 from nas.runs.config import SupernetRunConfig, run_config_from
 from nas.runs.folder import CONFIG, TRAINING, RunFolder
 from nas.search.evaluator import SUPERNET_KEYS, EvalSpec
-from nas.space_files import load_space
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,14 +9,14 @@ network's MES, latency or size, on the side that meets it) from a seed of their 
 comparison's (``random_from``, :mod:`nas.studies.compare_plan`), trains each one with
 :class:`nas.train.fixed.FixedTrainer` (same recipe, same seed, so the same data order and
 augmentation), in this process or as Ray tasks, and writes a Markdown and CSV table and a plot
-(:mod:`nas.studies.compare_report`).
+(:mod:`nas.reports.comparison`).
 
 Everything lives in one output folder: ``plan.json`` (the networks, fixed before any training,
 so ``--resume`` trains the same ones), ``archs/*.yaml``, ``runs/<name>/`` (one ``nas train`` run
 each, resumable), ``compare.md``, ``compare.csv``, ``compare.png`` and ``result.json``.
 
 Equal MES is not equal cost, so every comparison also fits the random networks' accuracy against
-ln(MACs) and predicted latency (:func:`nas.stats.random_frontier`) and says how far above or below
+ln(MACs) and predicted latency (:func:`nas.studies.stats.random_frontier`) and says how far above or below
 those lines the searched network lies, and where each network sits on cost.
 """
 
@@ -28,23 +28,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nas.config.recipe import Recipe
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
-from nas.recipe import Recipe
+from nas.reports.comparison import plot, sources_words, to_csv, to_markdown
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import COMPARISON, RunFolder
 from nas.runs.writers import write_json
 from nas.search.evaluator import EvalSpec
 from nas.search.objective import Objective, require_table
 from nas.search.supernet_run import SupernetRun
-from nas.stats import mean_std, pooled_std, random_frontier, searched_vs_baselines, searched_vs_random
 from nas.studies.compare_plan import adopt_trainings, network_kind, plan_networks, reused_networks, saved_plan
-from nas.studies.compare_report import plot, sources_words, to_csv, to_markdown
-from nas.studies.jobs import (
+from nas.studies.stats import mean_std, pooled_std, random_frontier, searched_vs_baselines, searched_vs_random
+from nas.studies.trainings import (
     TrainingPool,
     price_networks,
     read_data_identity,

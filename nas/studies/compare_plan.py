@@ -13,17 +13,17 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from nas.config.recipe import recipe_from_saved
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.recipe import recipe_from_saved
 from nas.runs.checkpoint import file_digest
 from nas.runs.config import CompareRunConfig
 from nas.runs.folder import PLAN, RunFolder
 from nas.runs.writers import write_json
 from nas.search.objective import CostFn, Objective
 from nas.search.sample import sample_within_budget, within_budget
-from nas.studies.jobs import seed_run_name
+from nas.studies.trainings import seed_run_name
 from nas.train.fixed import FixedTrainingRequest
 
 

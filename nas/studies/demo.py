@@ -23,20 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nas.config.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS, Recipe, load_recipe
+from nas.config.spaces import load_space
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.html_report import write_report
 from nas.latency import LatencyTable
 from nas.latency.predicted import keep, table_for
-from nas.recipe import DEMO_SUPERNET_EPOCHS, DEMO_TRAIN_EPOCHS, Recipe, load_recipe
+from nas.reports.html import write_report
 from nas.runs.folder import COMPARISON, SEARCH, TRAINING, RunFolder
 from nas.runs.writers import write_json
 from nas.search.engine import SearchRequest, search
 from nas.search.objective import Objective, cost_function, reachable_range
-from nas.space_files import load_space
 from nas.studies.compare import CompareRequest, compare
-from nas.studies.jobs import TrainingPool
+from nas.studies.trainings import TrainingPool
 from nas.train.supernet import SupernetTrainingRequest, train_supernet
 
 log = logging.getLogger(__name__)

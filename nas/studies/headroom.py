@@ -28,18 +28,18 @@ from typing import Any
 
 from scipy import stats as scipy_stats
 
+from nas.config.recipe import Recipe
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
-from nas.recipe import Recipe
 from nas.runs.config import HeadroomRunConfig
 from nas.runs.folder import PILOT, RunFolder
 from nas.search.objective import Objective, require_table
 from nas.search.sample import sample_within_budget
-from nas.stats import headroom as margin_needed
-from nas.stats import mean_std, pooled_std
-from nas.studies.jobs import (
+from nas.studies.stats import headroom as margin_needed
+from nas.studies.stats import mean_std, pooled_std
+from nas.studies.trainings import (
     TrainingPool,
     price_networks,
     read_data_identity,
@@ -178,7 +178,7 @@ def pilot_summary(top1_seeds: list[list[float]], planned_random: int, level: flo
     (pooled within a network), which does not depend on how many seeds the pilot or the comparison
     trains; its ``level`` interval comes from ``F = n * s_between**2 / s_within**2`` (one-way random
     effects, module docstring). The margin a searched network would need over the random mean against
-    ``planned_random`` random networks is :func:`nas.stats.headroom`'s."""
+    ``planned_random`` random networks is :func:`nas.studies.stats.headroom`'s."""
     k, n = len(top1_seeds), min(len(s) for s in top1_seeds)
     means = [statistics.fmean(s) for s in top1_seeds]
     band_spread = statistics.stdev(means)

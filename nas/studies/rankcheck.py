@@ -7,7 +7,7 @@ and trains each from scratch with a short recipe, then compares rankings: Kendal
 Spearman's rho with Fisher-z intervals and top-k overlap, for the supernet and
 for rankings that cost nothing: parameters, MACs, predicted latency and two zero-cost proxies at
 initialisation, SynFlow (Tanaka et al. 2020) and the gradient norm of one batch (Abdelfattah et al.
-2021; :mod:`nas.zero_cost`). The supernet earns its training only where its tau is clearly above theirs.
+2021; :mod:`nas.studies.zero_cost`). The supernet earns its training only where its tau is clearly above theirs.
 
 The short recipe is itself a proxy: with ``full_recipe``, ``full_n`` of the networks, evenly spaced
 over the budget range, are also trained with it, and the tau between the short and the full ranking
@@ -26,24 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nas.config.recipe import Recipe
 from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
-from nas.recipe import Recipe
 from nas.runs.checkpoint import file_digest
 from nas.runs.config import RankCheckRunConfig, run_config_from
 from nas.runs.folder import PLAN, RANKING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
 from nas.search.evaluator import EvalSpec
-from nas.search.resolution import resolution_words
+from nas.search.input_size import input_size_words
 from nas.search.sample import spread_indices, spread_sample
 from nas.search.supernet_run import SupernetRun
-from nas.stats import RANKING_METHOD, rank_stats, rankings_against
-from nas.studies.jobs import (
+from nas.studies.stats import RANKING_METHOD, rank_stats, rankings_against
+from nas.studies.trainings import (
     TrainingPool,
     price_networks,
     read_data_identity,
@@ -52,8 +52,8 @@ from nas.studies.jobs import (
     train_all,
     train_images_words,
 )
+from nas.studies.zero_cost import zero_cost_proxies
 from nas.train.fixed import FixedTrainingRequest
-from nas.zero_cost import zero_cost_proxies
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,7 @@ def _study(
         f"({config.bn_calib_batches} batches), on its search split",
         "proxies": f"params, MACs exact at {config.img_size}x{config.img_size}; latency from the table named in the "
         "config; SynFlow (log10) and the gradient norm of one batch of training images at a seeded initialisation",
-        "resolution": resolution_words(config.img_size, config.recipe.img_size),
+        "resolution": input_size_words(config.img_size, config.recipe.img_size),
         "intervals": RANKING_METHOD,
     }
     result["provenance"] = clock.summary()
@@ -365,7 +365,7 @@ def _interval(ci: list[float] | None) -> str:
 def rejudge(out: str | Path) -> dict[str, Any]:
     """Recompute a finished ranking study's statistics in ``out`` from its rows (no training, no
     scoring): ``rankings``, ``short_vs_full`` and the intervals' source in ``result.json``, and
-    ``rank.md``, with the current :mod:`nas.stats`."""
+    ``rank.md``, with the current :mod:`nas.studies.stats`."""
     out = Path(out)
     path, result = read_finished_result(out, "ranking study")
     try:
@@ -390,7 +390,7 @@ def rejudge(out: str | Path) -> dict[str, Any]:
 
 def stale(out: str | Path) -> bool:
     """Whether a finished ranking study's recorded rankings (taus, rhos and the paired differences, with their
-    intervals) differ from what the current :mod:`nas.stats` gives from its rows: True means :func:`rejudge`
+    intervals) differ from what the current :mod:`nas.studies.stats` gives from its rows: True means :func:`rejudge`
     would change them."""
     path, result = read_finished_result(out, "ranking study")
     try:

@@ -21,7 +21,7 @@ from nas.core.arch import ArchConfig
 from nas.core.families import build_static
 from nas.data import eval_loader
 from nas.metrics import count_macs, count_params
-from nas.scoring import top1
+from nas.metrics.accuracy import top1
 from nas.train.loop import Trainer, TrainingRequest
 
 

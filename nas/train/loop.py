@@ -23,9 +23,10 @@ from timm.scheduler import CosineLRScheduler
 from timm.utils import dispatch_clip_grad
 from torch.nn.parallel import DistributedDataParallel
 
+from nas.config.recipe import Recipe
 from nas.core.errors import NasError
 from nas.data import Splits, load_splits, train_loader
-from nas.recipe import Recipe
+from nas.metrics.accuracy import autocast_for
 from nas.runs.checkpoint import (
     file_digest,
     load_checkpoint,
@@ -38,7 +39,6 @@ from nas.runs.config import FixedRunConfig, as_dict
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.progress import Progress
 from nas.runs.tboard import Curves
-from nas.scoring import autocast_for
 from nas.train.distributed import DistEnv, seed_everything
 from nas.train.losses import classification_loss, load_teacher, param_groups
 

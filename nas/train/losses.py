@@ -7,8 +7,8 @@ import logging
 import torch
 import torch.nn as nn
 
+from nas.config.recipe import Recipe
 from nas.core.errors import NasError
-from nas.recipe import Recipe
 from nas.runs.checkpoint import load_checkpoint
 
 log = logging.getLogger(__name__)

@@ -27,16 +27,16 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from nas.config.recipe import Recipe
+from nas.config.spaces import recorded_source
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.families import build_supernet, get_family
 from nas.core.space import SearchSpace
 from nas.data import calibration_indices, eval_loader
 from nas.metrics import count_params
-from nas.recipe import Recipe
+from nas.metrics.accuracy import subnet_accuracy
 from nas.runs.config import SupernetRunConfig
-from nas.scoring import subnet_accuracy
-from nas.space_files import recorded_source
 from nas.train.loop import Trainer, TrainingRequest
 from nas.train.losses import inplace_distill_loss
 

@@ -52,8 +52,8 @@ def trained_on(result: dict) -> str:
 
 def pooled(rows: list[dict]) -> dict[str, dict]:
     """Each strategy's margin over the random mean, averaged over the supernet seeds that have it, with the
-    t-interval over them (``nas.stats.over_comparisons``: none from one seed)."""
-    from nas.stats import over_comparisons
+    t-interval over them (``nas.studies.stats.over_comparisons``: none from one seed)."""
+    from nas.studies.stats import over_comparisons
 
     out = {}
     for strategy in STRATEGIES:

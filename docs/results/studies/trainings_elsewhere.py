@@ -42,7 +42,7 @@ def plan(jobs_path: Path, compare_argv: list[str], also: list[str]) -> None:
     from nas.cli.compare import compare_request
     from nas.cli.main import build_parser
     from nas.studies.compare import planned_networks, prepare
-    from nas.studies.jobs import seeded_jobs
+    from nas.studies.trainings import seeded_jobs
 
     args = build_parser().parse_args(["compare", *compare_argv])
     # The draw does not depend on the supernet; the comparison scores with it afterwards.
@@ -75,7 +75,7 @@ def _commit() -> str:
 def _train(job, threads: int) -> dict:
     import torch
 
-    from nas.studies.jobs import train_one
+    from nas.studies.trainings import train_one
 
     torch.set_num_threads(threads)
     start = time.perf_counter()

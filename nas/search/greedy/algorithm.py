@@ -136,10 +136,10 @@ def greedy_slim(
     on_step: Callable[[SearchState], None] | None = None,
     max_steps: int = 10_000,
     screen: ScreenConfig | None = None,
-    resolution: float = 0.0,
+    accuracy_step: float = 0.0,
 ) -> SearchState:
     """Slim ``start`` (default: the largest sub-network) until ``problem.objective`` is met; with ``screen``,
-    evaluate only the shrinks its predictor picks at each step. ``resolution``: the smallest accuracy
+    evaluate only the shrinks its predictor picks at each step. ``accuracy_step``: the smallest accuracy
     difference ``accuracy`` resolves (1/N for N scored images; :func:`greedy_key`)."""
     space, accuracy, cost, objective = problem.space, problem.accuracy, problem.cost, problem.objective
     start = start or space.largest()
@@ -173,12 +173,12 @@ def greedy_slim(
                 recent,
                 [(action, new, gain) for action, new, _, gain in frontier],
                 len(state.steps) + 1,
-                resolution,
+                accuracy_step,
             )
             chosen, predicted = list(picked.evaluate), list(picked.predicted)
         measured = dict(zip(chosen, accuracy([frontier[i][1] for i in chosen])))
         here = state.current_accuracy
-        best = min(chosen, key=lambda i: greedy_key(here - measured[i], frontier[i][3], i, resolution))
+        best = min(chosen, key=lambda i: greedy_key(here - measured[i], frontier[i][3], i, accuracy_step))
         action, new, new_cost, gain = frontier[best]
         records = ()
         if screened:

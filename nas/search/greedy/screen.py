@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from nas.core.arch import ArchConfig
 from nas.core.space import SearchSpace
 from nas.core.stage import Action
-from nas.search.choices import ScreenConfig
+from nas.search.command_choices import ScreenConfig
 from nas.search.objective import greedy_key
 from nas.search.predictor import RidgePredictor
 
@@ -56,10 +56,10 @@ def screen_step(
     recent: dict[tuple[str, int], int],
     candidates: Sequence[tuple[Action, ArchConfig, float]],
     step: int,
-    resolution: float = 0.0,
+    accuracy_step: float = 0.0,
 ) -> Screened:
     """The candidates of greedy step ``step`` (1-based) to evaluate, ranked by the greedy rule
-    (:func:`nas.search.objective.greedy_key` with ``resolution``) on predicted accuracies.
+    (:func:`nas.search.objective.greedy_key` with ``accuracy_step``) on predicted accuracies.
 
     ``candidates`` are (action, architecture, gain); ``recent`` maps (action kind, stage) to the last
     step that evaluated one such shrink; ``observations`` are every evaluation so far, which a
@@ -84,7 +84,7 @@ def screen_step(
     here, accuracies = predicted[0], predicted[1:]
     # The greedy rule on predicted accuracies: the drop is taken between two predictions, so the
     # predictor's bias at the current network cancels.
-    order = sorted(range(n), key=lambda i: greedy_key(here - accuracies[i], candidates[i][2], i, resolution))
+    order = sorted(range(n), key=lambda i: greedy_key(here - accuracies[i], candidates[i][2], i, accuracy_step))
     chosen = order[: config.keep]
     rest = order[config.keep :]
     for _ in range(config.explore):

@@ -19,10 +19,10 @@ from nas.core.typed_yaml import setting
 from nas.runs.config import SearchRunConfig
 from nas.runs.tboard import Curves
 from nas.runs.writers import markdown_table, pyplot, save_figure
-from nas.search.choices import ScreenConfig
+from nas.search.command_choices import ScreenConfig
 from nas.search.greedy.algorithm import SearchState, Step, greedy_slim
+from nas.search.input_size import input_size_words
 from nas.search.objective import Objective, SearchProblem
-from nas.search.resolution import resolution_words
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
 from nas.search.supernet_run import SupernetRun
 
@@ -116,7 +116,7 @@ class GreedyStrategy:
                 state=state,
                 on_step=save,
                 screen=options.screen,
-                resolution=pool.resolution,
+                accuracy_step=pool.accuracy_step,
             )
         finally:
             curves.close()
@@ -185,7 +185,7 @@ def _write_summary(
     ]
     if config.latency_source:
         lines += [f"Latency: {config.latency_source}.", ""]
-    words = resolution_words(config.img_size, config.train_img_size, "the supernet trained and scores")
+    words = input_size_words(config.img_size, config.train_img_size, "the supernet trained and scores")
     lines += [f"Resolution: {words}.", ""]
     if config.search_images:
         lines += [

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nas.config_folder import available_spaces, config_root
+from nas.config.folder import available_spaces, config_root
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.families import family_rules, get_family
 from nas.core.space import SearchSpace
-from nas.core.typed_yaml import read_yaml
+from nas.core.typed_yaml import names_a_file, read_yaml
 
 
 def recorded_source(space: SearchSpace) -> str:
@@ -33,7 +33,7 @@ def load_space(name_or_path: str | os.PathLike) -> SearchSpace:
         return name_or_path
     text = str(name_or_path)
     path = Path(text)
-    if path.suffix in (".yaml", ".yml") or os.sep in text or path.exists():
+    if names_a_file(text):
         return SearchSpace.from_file(path, family_rules)
     candidate = config_root() / "spaces" / f"{text}.yaml"
     if not candidate.exists():
@@ -51,7 +51,7 @@ def find_space(arch_spec: str, space_name: str | None = None) -> SearchSpace:
     if space_name:
         return load_space(space_name)
     path = Path(arch_spec)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if names_a_file(arch_spec):
         arch = ArchConfig.load(path)
         get_family(arch.family)  # an unknown family is named as such
         run_config = path.parent / "config.yaml"

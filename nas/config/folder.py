@@ -13,7 +13,7 @@ from pathlib import Path
 def config_root() -> Path:
     """The ``search_configs`` folder: ``$NAS_CONFIG_DIR`` or the one beside the ``nas`` package."""
     env = os.environ.get("NAS_CONFIG_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "search_configs"
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "search_configs"
 
 
 def available_spaces() -> list[str]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from nas.recipe import Recipe
+from nas.config.recipe import Recipe
 from nas.runs.config import CompareRunConfig
 from nas.runs.writers import csv_text, pyplot, save_figure
+from nas.search.input_size import input_size_words
 from nas.search.objective import Objective
-from nas.search.resolution import resolution_words
-from nas.studies.jobs import (
+from nas.studies.trainings import (
     train_images_words,
 )
 
@@ -42,7 +42,7 @@ def sources_words(
         "hardware": hardware_words(trained),
         "cost": f"params and MACs exact (counted), at {config.img_size}x{config.img_size} with a {num_classes}-class "
         "head",
-        "resolution": resolution_words(config.img_size, recipe.img_size),
+        "resolution": input_size_words(config.img_size, recipe.img_size),
         "latency": table.describe_source() if table is not None else "no latency table (no --device)",
         "sampling": (
             f"random sub-networks of {space.name}, uniform per choice, within {100 * config.tolerance:g}% of "
@@ -440,7 +440,7 @@ def _frontier_words(name: str, fit: dict) -> str:
 def frontier_lines(result: dict) -> list[str]:
     """compare.md's frontier section: every network's MACs, latency and MES with its top-1 (most MACs
     first), where the searched network sits on each cost, and how far above or below the random networks'
-    fitted accuracy-cost lines (:func:`nas.stats.random_frontier`) it lies. Empty for a result without them."""
+    fitted accuracy-cost lines (:func:`nas.studies.stats.random_frontier`) it lies. Empty for a result without them."""
     rows, frontier = result["rows"], result.get("summary", {}).get("frontier")
     if frontier is None:
         return []

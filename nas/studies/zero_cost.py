@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nas.config.recipe import Recipe
 from nas.core.arch import ArchConfig
 from nas.core.families import build_static
 from nas.data import eval_loader, load_splits
-from nas.recipe import Recipe
 from nas.runs.writers import write_json
 
 

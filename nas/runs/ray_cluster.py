@@ -4,7 +4,7 @@ joined with ``--ray-address``."""
 from __future__ import annotations
 
 from nas.core.errors import NasError
-from nas.malloc import MALLOC_ENV, RAY_SETUP_HOOK, malloc_choice
+from nas.runs.malloc import MALLOC_ENV, RAY_SETUP_HOOK, malloc_choice
 
 
 def start_ray(address: str | None, num_cpus: int) -> bool:
@@ -12,7 +12,7 @@ def start_ray(address: str | None, num_cpus: int) -> bool:
     this process. Returns whether this call started it (the caller then shuts it down).
 
     Its workers set glibc's malloc as this process was asked to (``NAS_MALLOC``, see
-    :mod:`nas.malloc`): a worker that trains or evaluates pays the same page faults otherwise."""
+    :mod:`nas.runs.malloc`): a worker that trains or evaluates pays the same page faults otherwise."""
     import ray
 
     if ray.is_initialized():

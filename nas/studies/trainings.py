@@ -14,21 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nas.cluster import start_ray
+from nas.config.recipe import LOADER_WORKERS_AUTO, Recipe
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.data import load_splits
 from nas.latency.predicted import keep, table_for
-from nas.recipe import LOADER_WORKERS_AUTO, Recipe
 from nas.runs.checkpoint import file_digest
 from nas.runs.folder import TRAINING, RunFolder
 from nas.runs.progress import Progress
 from nas.runs.provenance import RunClock
+from nas.runs.ray_cluster import start_ray
 from nas.search.evaluator import DiskCache
+from nas.search.input_size import price_size, warn_if_apart
 from nas.search.objective import cost_function
 from nas.search.pool import EvaluatorPool
-from nas.search.resolution import price_size, warn_if_apart
 from nas.train.fixed import FixedTrainingRequest, train_fixed
 
 

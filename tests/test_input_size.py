@@ -65,8 +65,8 @@ def test_search_priced_at_another_size_warns_once_and_a_resume_keeps_it(tiny_sup
     argv += [
         "--strategy",
         "random",
-        "--trials",
-        "2",
+        "--set",
+        "evaluations=2",
         "--set",
         "tolerance=null",
         "--search-images",
@@ -200,7 +200,7 @@ def test_a_measured_or_imported_device_missing_a_size_is_one_line_naming_the_siz
 
 
 def test_the_resolution_helpers():
-    from nas.search.resolution import price_size
+    from nas.search.input_size import price_size
 
     assert price_size(None) == 224 and price_size(64) == 64
     assert price_size(None, recorded=224, trained=32) == 224 and price_size(None, trained=32) == 32
@@ -217,7 +217,7 @@ def test_the_warning_is_one_line_on_stderr(tmp_path):
     done = subprocess.run([sys.executable, "-m", "nas", *argv], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "WARNING nas.search.resolution: pricing at 224 px but the networks train at 32 px: the sample trades "
+        "WARNING nas.search.input_size: pricing at 224 px but the networks train at 32 px: the sample trades "
         "224 px cost for 32 px accuracy"
     ]
     assert "resolution: cost priced at 224 px; trained at 32 px" in done.stdout

@@ -13,12 +13,13 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from nas.config_folder import config_root
+from nas.config.folder import config_root
 from nas.core.errors import NasError
 from nas.core.typed_yaml import (
     check_settings,
     dump_yaml,
     from_mapping,
+    names_a_file,
     read_yaml,
     setting,
 )
@@ -227,7 +228,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """The recipe named ``name_or_path`` in ``search_configs/recipes/``, or read from a YAML path; checked."""
     text = str(name_or_path)
     path = Path(text)
-    if not (path.suffix in (".yaml", ".yml") or os.sep in text):
+    if not names_a_file(text):
         path = config_root() / "recipes" / f"{text}.yaml"
         if not path.exists():
             raise NasError(
@@ -250,6 +251,14 @@ def add_recipe_overrides(parser: argparse.ArgumentParser, supernet: bool = False
     """One ``--field-name`` option per recipe field (default: the recipe's value); the supernet-only
     fields (:data:`SUPERNET_FIELDS`) only with ``supernet``, since they mean nothing to a fixed network."""
     group = parser.add_argument_group("recipe overrides (default: the recipe's values)")
+    group.add_argument(
+        "--set",
+        dest="recipe_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a recipe field as key=value, repeatable: the same as its flag below (--set lr=0.001 is --lr 0.001)",
+    )
     hints = typing.get_type_hints(Recipe)
     for f in dataclasses.fields(Recipe):
         if f.name in SUPERNET_FIELDS and not supernet:
@@ -295,14 +304,42 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _assigned(pairs: list[str], args: argparse.Namespace) -> dict[str, typing.Any]:
+    """``--set key=value`` pairs as typed recipe changes, read as the fields' flags read them; a pair that is
+    not key=value, names no field this command has, or disagrees with the field's flag is one NasError."""
+    hints = typing.get_type_hints(Recipe)
+    fields = [f.name for f in dataclasses.fields(Recipe) if hasattr(args, f"recipe_{f.name}")]
+    changes: dict[str, typing.Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise NasError(f"--set {pair!r}: give key=value (a recipe field and its value)")
+        if key not in fields:
+            raise NasError(f"--set {key}: not a recipe field of this command; its fields: {', '.join(fields)}")
+        kind, meta = hints[key], Recipe.__dataclass_fields__[key].metadata
+        parse = _parse_bool if kind is bool else _parse_word_or_int if meta.get("words") else kind
+        try:
+            value = parse(text.strip())
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise NasError(f"--set {key}={text}: expected {getattr(kind, '__name__', kind)} ({exc})") from None
+        flag = getattr(args, f"recipe_{key}", None)
+        if flag is not None and flag != value:
+            raise NasError(f"--set {key}={text} and --{key.replace('_', '-')} {flag} disagree; give one")
+        changes[key] = value
+    return changes
+
+
 def recipe_from_args(args: argparse.Namespace) -> Recipe:
-    """The ``--recipe`` recipe with the command line's recipe overrides applied; checked."""
+    """The ``--recipe`` recipe with the command line's recipe overrides (flags and ``--set key=value``)
+    applied; checked."""
     recipe = load_recipe(args.recipe)
     changes = {
         f.name: getattr(args, f"recipe_{f.name}")
         for f in dataclasses.fields(Recipe)
         if getattr(args, f"recipe_{f.name}", None) is not None
     }
+    changes.update(_assigned(getattr(args, "recipe_set", []), args))
     recipe = dataclasses.replace(recipe, **changes)
     check_settings(recipe, lambda name: "--" + name.replace("_", "-"), only=set(changes))
     return recipe.check(f"recipe {args.recipe} with the given flags")

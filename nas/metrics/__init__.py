@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from nas.core.arch import ArchConfig
 from nas.core.signature import BlockSignature
-from nas.priced_blocks import block_input_shape, block_signatures, build_block
+from nas.metrics.signatures import block_input_shape, block_signatures, build_block
 
 #: MES reference units (EfficientFormerV2 §4.2.1): MobileNetV2 is about 3M parameters and 1 ms.
 MES_SCORE = 100.0

@@ -1,4 +1,4 @@
-"""One resolution: the input size cost (MES, MACs, latency) is priced at, and the one accuracy comes from.
+"""One input size: the one cost (MES, MACs, latency) is priced at, and the one accuracy comes from.
 
 ``nas search``, ``nas sample``, ``nas compare`` and ``nas rank-check`` price at the size the networks are trained and
 scored at unless told otherwise: a search that prices 224 px latency while its supernet scores
@@ -41,7 +41,7 @@ def warn_if_apart(priced: int, trained: int | None, who: str, subject: str) -> N
         )
 
 
-def resolution_words(priced: int, trained: int | None, how: str = "trained and scored") -> str:
+def input_size_words(priced: int, trained: int | None, how: str = "trained and scored") -> str:
     """``cost priced at 32 px; trained and scored at 32 px`` (``how`` says what happens at the training size)."""
     text = f"cost priced at {priced} px"
     return text + (f"; {how} at {trained} px" if trained is not None else f"; {how} at a size not known here")

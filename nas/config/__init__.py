@@ -1,0 +1,1 @@
+"""Configuration as files: training recipes, search spaces, and the folder they are read from."""
