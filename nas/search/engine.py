@@ -123,9 +123,9 @@ def _in_run_folder(request: SearchRequest, body: Callable[..., Any]) -> Any:
     """Check every input, open the evaluators and start the locked run folder, then ``body(strategy, prepared,
     pool, folder)``: what a single search and a family search share."""
     strategy = get_strategy(request.strategy)
-    prepared = _prepare(request, strategy)
     run = Path(request.run)
-    folder = RunFolder(run, SEARCH)
+    folder = RunFolder(run, SEARCH)  # opened once: _prepare reads the size a resumed search recorded
+    prepared = _prepare(request, strategy, folder)
     folder.check(prepared.config, request.resume)
     # The evaluators read the data and weights now: bad data fails before the folder exists.
     cache = DiskCache(run / "evaluations.jsonl", prepared.context)
@@ -137,7 +137,7 @@ def _in_run_folder(request: SearchRequest, body: Callable[..., Any]) -> Any:
         pool.close()
 
 
-def _prepare(request: SearchRequest, strategy: SearchStrategy) -> PreparedSearch:
+def _prepare(request: SearchRequest, strategy: SearchStrategy, folder: RunFolder) -> PreparedSearch:
     """Read and check the supernet run, space, table, objective and options; the run's config."""
     options = strategy_options(strategy, request.options)
     supernet = SupernetRun.read(request.supernet)  # every evaluator (one per Ray actor) loads the weights
@@ -148,7 +148,7 @@ def _prepare(request: SearchRequest, strategy: SearchStrategy) -> PreparedSearch
     require_table(objective.name, device)
     num_classes, trained = supernet.num_classes, supernet.img_size
     # Priced where accuracy is measured unless asked otherwise; a resumed search keeps what it recorded.
-    recorded = RunFolder(request.run, SEARCH).recorded_setting("img_size", request.resume)
+    recorded = folder.recorded_setting("img_size", request.resume)
     img_size = price_size(request.img_size, recorded, trained)
     warn_if_apart(img_size, trained, "the supernet trained", "the search")
     table = table_for(device, space, img_size) if device else None

@@ -24,16 +24,13 @@ above), so that every network the search weighs is a fair rival of one at the ta
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from nas.core.arch import ArchConfig
-from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
@@ -101,21 +98,18 @@ class Population:
     def best(self) -> dict[str, Any]:
         return min(enumerate(self.members), key=lambda im: (-im[1]["accuracy"], im[0]))[1]
 
-    def to_json(self) -> str:
-        data = {"members": self.members, "generations": self.generations, "rng_state": self.rng_state}
-        return json.dumps(data, indent=1) + "\n"
+    def state_dict(self) -> dict[str, Any]:
+        """The archive as ``population.json`` holds it (what :meth:`from_state_dict` rebuilds)."""
+        return {"members": self.members, "generations": self.generations, "rng_state": self.rng_state}
 
     @classmethod
-    def read(cls, path: Path) -> Population:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            population = cls(list(data["members"]), list(data["generations"]), data["rng_state"])
-            for m in population.members:
-                ArchConfig.from_dict(m["arch"])
-                float(m["accuracy"])
-            return population
-        except (ValueError, KeyError, TypeError) as exc:
-            raise NasError(f"{path}: corrupt population ({type(exc).__name__}: {exc}); start a new --run") from None
+    def from_state_dict(cls, data: dict[str, Any]) -> Population:
+        """The archive :meth:`state_dict` gave (a ``ValueError``, ``KeyError`` or ``TypeError`` if it is not one)."""
+        population = cls(list(data["members"]), list(data["generations"]), data["rng_state"])
+        for m in population.members:
+            ArchConfig.from_dict(m["arch"])
+            float(m["accuracy"])
+        return population
 
 
 def _rng_state(rng: random.Random) -> list:
@@ -255,8 +249,7 @@ class EvolutionStrategy(InBand):
 
     def run(self, context: SearchContext, options: EvolutionOptions) -> StrategyOutcome:
         """Evolve (continuing ``population.json`` on resume), saving the archive after every generation."""
-        path = context.run / "population.json"
-        saved = Population.read(path) if context.resume and path.exists() else None
+        saved = context.saved_state("population", Population.from_state_dict, "population")
         include = [context.space.resolve(member_arch_path(spec))[1] for spec in options.include]
         if context.in_family:  # a family names networks for all its bands: each band takes those inside it
             include = [a for a in include if context.objective.in_band(context.cost(a), options.tolerance)]
@@ -273,8 +266,7 @@ class EvolutionStrategy(InBand):
             include += [s.arch for s in inside[: max(0, options.population - len(include))]]
 
         def save(population: Population) -> None:
-            write_text_atomic(path, population.to_json())
-            context.clock.tick()
+            context.save_state("population", population.state_dict())
 
         population = evolve(
             SearchProblem(context.space, context.pool, context.cost, context.objective),

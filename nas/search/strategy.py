@@ -22,13 +22,16 @@ strategy's module is imported when the strategy is first asked for, and register
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import yaml
 
+from nas.core.atomic_files import write_text_atomic
 from nas.core.errors import NasError
 from nas.core.registry import LazyRegistry
 from nas.core.typed_yaml import from_mapping
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from nas.search.objective import CostFn, Objective
     from nas.search.pool import EvaluatorPool
     from nas.search.supernet_run import SupernetRun
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +85,26 @@ class SearchContext:
     def space(self) -> SearchSpace:
         """The space searched: the supernet's."""
         return self.supernet.space
+
+    # One resume protocol for every strategy that holds state between evaluations: it gives its state as a
+    # JSON-ready dict (``state_dict()``) and rebuilds itself from one; the engine writes and reads the file.
+
+    def save_state(self, name: str, state: dict[str, Any]) -> None:
+        """Write the strategy's resume state as ``NAME.json`` in the run folder, atomically, and tick the
+        run's clock (what a resumed search continues from)."""
+        write_text_atomic(self.run / f"{name}.json", json.dumps(state, indent=1) + "\n")
+        self.clock.tick()
+
+    def saved_state(self, name: str, load: Callable[[dict[str, Any]], T], what: str) -> T | None:
+        """The state the strategy saved as ``NAME.json``, rebuilt with ``load``, when the search resumes and
+        one was saved (else None); a corrupt file is one :class:`NasError` naming it and ``what`` it held."""
+        path = self.run / f"{name}.json"
+        if not (self.resume and path.exists()):
+            return None
+        try:
+            return load(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise NasError(f"{path}: corrupt {what} ({type(exc).__name__}: {exc}); start a new --run") from None
 
     def latency_interval(self, ms: float | None) -> list[float] | None:
         """The latency's prediction interval ``[low, high]`` where the table has one."""

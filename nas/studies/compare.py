@@ -111,8 +111,8 @@ def compare(request: CompareRequest) -> dict[str, Any]:
     ``out`` is locked while the comparison runs; ``resume`` continues it only with the same
     settings (:class:`nas.runs.config.CompareRunConfig`)."""
     _check_request(request)
-    prepared = prepare(request)
-    folder = RunFolder(request.out, COMPARISON)
+    folder = RunFolder(request.out, COMPARISON)  # opened once: prepare reads the size a resumed one recorded
+    prepared = prepare(request, folder)
     saved = folder.check(prepared.config, request.resume)
     if saved is not None:
         objective, networks, draws = saved_plan(folder, saved)
@@ -170,7 +170,7 @@ def _check_request(request: CompareRequest) -> None:
             raise NasError(f"--reuse-trainings {source}: not a comparison folder (no plan.json)")
 
 
-def prepare(request: CompareRequest) -> PreparedComparison:
+def prepare(request: CompareRequest, folder: RunFolder | None = None) -> PreparedComparison:
     """Read and check the data, the supernet run and the table; the comparison's config."""
     space = request.space
     num_classes, fingerprint = read_data_identity(request.data, request.recipe, request.seed)
@@ -188,7 +188,7 @@ def prepare(request: CompareRequest) -> PreparedComparison:
     # a resumed comparison keeps the size it recorded.
     trained_here = request.recipe.img_size
     img_size, table, cost = price_networks(  # cost: the budget
-        RunFolder(request.out, COMPARISON).recorded_setting("img_size", request.resume),
+        (folder or RunFolder(request.out, COMPARISON)).recorded_setting("img_size", request.resume),
         request.img_size,
         supernet_size or trained_here,
         trained_here,

@@ -94,8 +94,9 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
     require_table(request.objective, request.device)
     num_classes, fingerprint = read_data_identity(request.data, request.recipe, request.seed)
     trained_here = request.recipe.img_size
+    folder = RunFolder(request.out, PILOT)  # opened once: the size a resumed pilot recorded, then its check
     img_size, table, cost = price_networks(
-        RunFolder(request.out, PILOT).recorded_setting("img_size", request.resume),
+        folder.recorded_setting("img_size", request.resume),
         request.img_size,
         trained_here,
         trained_here,
@@ -114,7 +115,6 @@ def headroom(request: HeadroomRequest) -> dict[str, Any]:
         **trainings_recorded(request, img_size, fingerprint, table),
         planned_random=request.planned_random,
     )
-    folder = RunFolder(request.out, PILOT)
     saved = folder.check(config, request.resume)
     if saved is not None:
         try:

@@ -104,13 +104,13 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
         raise NasError(f"-n must be at least 4 for a ranking, got {n}")
     if not 0 <= full_n <= n or (full_n and request.full_recipe is None):
         raise NasError(f"--full-n must be between 0 and -n ({n}) and needs --full-recipe, got {full_n}")
-    prepared = _prepare(request)
+    folder = RunFolder(request.out, RANKING)  # opened once: _prepare reads the size a resumed study recorded
+    prepared = _prepare(request, folder)
     config = prepared.config
     scratch_from = Path(request.scratch_from) if request.scratch_from else None
     reused = _reused_networks(scratch_from, config) if scratch_from else None
     # Read before any folder is made: a study that cannot be reused leaves nothing behind.
     recorded = _recorded_trainings(scratch_from, reused, spread_indices(n, full_n)) if reused is not None else None
-    folder = RunFolder(request.out, RANKING)
     saved = folder.check(config, request.resume)
     if saved is not None:
         try:
@@ -127,7 +127,7 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
         return _study(request, prepared, folder, archs, recorded)
 
 
-def _prepare(request: RankCheckRequest) -> PreparedRankCheck:
+def _prepare(request: RankCheckRequest, folder: RunFolder) -> PreparedRankCheck:
     """Read and check the supernet run, the data and the table; the study's config."""
     supernet = SupernetRun.read(request.supernet)
     spec, space = supernet.eval_spec(request.bn_calib_batches), supernet.space
@@ -137,7 +137,7 @@ def _prepare(request: RankCheckRequest) -> PreparedRankCheck:
     # keeps the size it recorded. Costs priced elsewhere rank a budget the networks never pay.
     trained_here = request.recipe.img_size
     img_size, table, cost = price_networks(
-        RunFolder(request.out, RANKING).recorded_setting("img_size", request.resume),
+        folder.recorded_setting("img_size", request.resume),
         request.img_size,
         supernet.img_size,
         trained_here,

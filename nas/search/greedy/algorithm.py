@@ -12,10 +12,9 @@ accuracy predictor fitted on the search's own evaluations picks the few shrinks 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
@@ -90,42 +89,29 @@ class SearchState:
                     recent[record["kind"], record["stage"]] = step.index
         return observations, recent
 
-    def to_json(self) -> str:
-        """The state as ``state.json`` holds it (what :meth:`read` reads back)."""
-        return (
-            json.dumps(
-                {
-                    "start": self.start.to_dict(),
-                    "start_accuracy": self.start_accuracy,
-                    "steps": [s.to_dict() for s in self.steps],
-                },
-                indent=1,
-            )
-            + "\n"
-        )
+    def state_dict(self) -> dict[str, Any]:
+        """The state as ``state.json`` holds it (what :meth:`from_state_dict` rebuilds)."""
+        steps = [s.to_dict() for s in self.steps]
+        return {"start": self.start.to_dict(), "start_accuracy": self.start_accuracy, "steps": steps}
 
     @classmethod
-    def read(cls, path: Path) -> SearchState:
-        """The state saved in ``path`` by :meth:`to_json`; a :class:`NasError` if it is corrupt."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            steps = [
-                Step(
-                    s["step"],
-                    s["action"],
-                    ArchConfig.from_dict(s["arch"]),
-                    s["accuracy"],
-                    Cost(s["params"], s["latency_ms"]),
-                    s["delta_accuracy"],
-                    s["gain"],
-                    s["candidates"],
-                    tuple(s.get("screen", ())),
-                )
-                for s in data["steps"]
-            ]
-            return cls(ArchConfig.from_dict(data["start"]), data["start_accuracy"], steps)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise NasError(f"{path}: corrupt search state ({type(exc).__name__}: {exc}); start a new --run") from None
+    def from_state_dict(cls, data: dict[str, Any]) -> SearchState:
+        """The state :meth:`state_dict` gave (a ``ValueError``, ``KeyError`` or ``TypeError`` if it is not one)."""
+        steps = [
+            Step(
+                s["step"],
+                s["action"],
+                ArchConfig.from_dict(s["arch"]),
+                s["accuracy"],
+                Cost(s["params"], s["latency_ms"]),
+                s["delta_accuracy"],
+                s["gain"],
+                s["candidates"],
+                tuple(s.get("screen", ())),
+            )
+            for s in data["steps"]
+        ]
+        return cls(ArchConfig.from_dict(data["start"]), data["start_accuracy"], steps)
 
 
 def greedy_slim(

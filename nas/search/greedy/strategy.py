@@ -71,10 +71,9 @@ class GreedyStrategy:
 
     def run(self, context: SearchContext, options: GreedyOptions) -> StrategyOutcome:
         """Slim to the target (continuing the saved state on resume), saving the state after every step."""
-        run, cost, config, clock = context.run, context.cost, context.config, context.clock
+        run, cost, config = context.run, context.cost, context.config
         pool, objective = context.pool, context.objective
-        state_path = run / "state.json"
-        state = SearchState.read(state_path) if context.resume and state_path.exists() else None
+        state = context.saved_state("state", SearchState.from_state_dict, "search state")
         actions, actions_note = family_actions(context.supernet, objective)
         # TensorBoard: the trajectory, one point per step (0: the largest sub-network). A resumed search
         # logs its last saved point again and hides what the interrupted process logged from there on.
@@ -104,8 +103,7 @@ class GreedyStrategy:
             log_point(state)
 
         def save(current: SearchState) -> None:
-            write_text_atomic(state_path, current.to_json())
-            clock.tick()
+            context.save_state("state", current.state_dict())
             write_log(current)
             log_point(current)
 
