@@ -55,7 +55,7 @@ class Recipe:
     lr: float = setting(
         1e-3,
         low=0,
-        low_open=True,
+        exclusive="low",
         help="AdamW peak learning rate at lr_reference_batch images per step; scaled linearly with the global batch",
     )
     lr_reference_batch: int = setting(1024, low=1, help="global batch size at which lr applies unscaled")
@@ -75,8 +75,7 @@ class Recipe:
         0.1,
         low=0,
         high=1,
-        low_open=True,
-        high_open=True,
+        exclusive="both",
         help="fraction of the training images held out as the search split (the search scores sub-networks on it)",
     )
     train_images: int = setting(
@@ -86,7 +85,7 @@ class Recipe:
         "(a short proxy recipe that keeps the class mix)",
     )
     crop_scale_min: float = setting(
-        0.08, low=0, high=1, low_open=True, help="smallest area fraction of timm's random resized crop"
+        0.08, low=0, high=1, exclusive="low", help="smallest area fraction of timm's random resized crop"
     )
     hflip: float = setting(0.5, low=0, high=1, help="probability of a horizontal flip")
     randaugment: str = setting("", help='timm auto_augment string such as "rand-m9-mstd0.5"; "" for none')
@@ -94,7 +93,7 @@ class Recipe:
     reprob: float = setting(0.25, low=0, high=1, help="random erasing probability (timm)")
     mixup: float = setting(0.8, low=0, help="mixup alpha (0: off)")
     cutmix: float = setting(1.0, low=0, help="cutmix alpha (0: off)")
-    label_smoothing: float = setting(0.1, low=0, high=1, high_open=True, help="label smoothing of the targets")
+    label_smoothing: float = setting(0.1, low=0, high=1, exclusive="high", help="label smoothing of the targets")
     cache_images: bool = setting(True, free=True, help="keep decoded images in memory when they fit in cache_max_mb")
     cache_max_mb: int = setting(4096, low=0, free=True, help="memory, in MB, that cached images may take")
     loader_workers: int | str = setting(
@@ -112,7 +111,7 @@ class Recipe:
         "seeded order of their own: for shards on slow or remote disks) or index (each image by one seek, "
         "in the order the image folder gives: the folder's results). Every other command reads by index",
     )
-    drop_path: float = setting(0.0, low=0, high=1, high_open=True, help="stochastic depth rate")
+    drop_path: float = setting(0.0, low=0, high=1, exclusive="high", help="stochastic depth rate")
     # supernet training
     sandwich_random: int = setting(
         2, low=0, help="random sub-networks per step besides the largest and the smallest (sandwich rule)"
@@ -135,13 +134,13 @@ class Recipe:
         "inplace_distill_alpha_max, importance weights clipped at inplace_distill_iw_clip)",
     )
     inplace_distill_alpha_min: float = setting(
-        -1.0, high=0, high_open=True, help="alpha: the negative alpha of the adaptive divergence"
+        -1.0, high=0, exclusive="high", help="alpha: the negative alpha of the adaptive divergence"
     )
     inplace_distill_alpha_max: float = setting(
-        1.0, low=0, low_open=True, help="alpha: the positive alpha of the adaptive divergence"
+        1.0, low=0, exclusive="low", help="alpha: the positive alpha of the adaptive divergence"
     )
     inplace_distill_iw_clip: float = setting(
-        5.0, low=0, low_open=True, help="alpha: where the divergence's importance weights are clipped"
+        5.0, low=0, exclusive="low", help="alpha: where the divergence's importance weights are clipped"
     )
     sandwich_gradient_projection: bool = setting(
         False,
@@ -157,16 +156,14 @@ class Recipe:
     model_ema: bool = setting(
         False, help="keep an exponential moving average of the weights (timm's ModelEmaV3), scored beside them"
     )
-    model_ema_decay: float = setting(
-        0.9998, low=0, high=1, low_open=True, high_open=True, help="decay of the moving average"
-    )
+    model_ema_decay: float = setting(0.9998, low=0, high=1, exclusive="both", help="decay of the moving average")
     model_ema_warmup: bool = setting(True, help="the decay ramps up over the first steps (short runs need it)")
     # EfficientFormer Gumbel-softmax search (§4.2): temperature annealed exponentially
     gumbel_tau_start: float = setting(
-        5.0, low=0, low_open=True, help="EfficientFormer: Gumbel-softmax temperature at the start of training"
+        5.0, low=0, exclusive="low", help="EfficientFormer: Gumbel-softmax temperature at the start of training"
     )
     gumbel_tau_end: float = setting(
-        0.5, low=0, low_open=True, help="EfficientFormer: temperature at the end (annealed exponentially)"
+        0.5, low=0, exclusive="low", help="EfficientFormer: temperature at the end (annealed exponentially)"
     )
     alpha_lr: float = setting(3e-4, low=0, help="EfficientFormer: learning rate of the block-choice parameters")
     alpha_weight_decay: float = setting(1e-3, low=0, help="EfficientFormer: weight decay of those parameters")

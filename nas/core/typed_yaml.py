@@ -30,15 +30,15 @@ def setting(
     *,
     low: float | None = None,
     high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
+    exclusive: str = "",
     choices: tuple | None = None,
     words: tuple[str, ...] = (),
     free: bool = False,
     help: str = "",
 ) -> Any:
     """A dataclass field with its valid values, checked by :func:`from_mapping` and
-    :func:`check_settings`: a range (``low``/``high``, inclusive unless ``*_open``) or ``choices``.
+    :func:`check_settings`: a range (``low``/``high``, inclusive unless ``exclusive`` says ``"low"``, ``"high"``
+    or ``"both"``) or ``choices``.
     ``words`` are names an integer field (typed ``int | str``) also accepts, such as ``"auto"``.
     ``free`` marks a setting that does not change a run's result (threads, logging, caching), so a
     resumed run may change it; every other field must match (:func:`differences`). ``help`` says what
@@ -46,8 +46,8 @@ def setting(
     meta = {
         "low": low,
         "high": high,
-        "low_open": low_open,
-        "high_open": high_open,
+        "low_open": exclusive in ("low", "both"),
+        "high_open": exclusive in ("high", "both"),
         "choices": choices,
         "words": words,
         "free": free,

@@ -58,7 +58,7 @@ class EvolutionOptions:
         0.05,
         low=0,
         high=1,
-        low_open=True,
+        exclusive="low",
         help="the band: the objective within this fraction of the target, on the side that meets it",
     )
     include: tuple[str, ...] = setting(

@@ -38,7 +38,7 @@ class RandomOptions:
         0.05,
         low=0,
         high=1,
-        low_open=True,
+        exclusive="low",
         help="the band: the objective within this fraction of the target, on the side that meets it "
         "(null: anything that meets the target)",
     )
