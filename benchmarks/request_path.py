@@ -36,8 +36,9 @@ CARRIERS = {
 }
 
 
-def trace(tree: Path, supernet: Path, run: Path) -> list[str]:
-    """The modules of the calls on the request's path, in order, up to the strategy's ``run``."""
+def trace(tree: Path, supernet: Path, run: Path, every_call: bool = False) -> list[str]:
+    """The modules of the calls on the request's path (``every_call``: of every project call), in order, up
+    to the strategy's ``run``."""
     sys.path.insert(0, str(tree))
     from nas.cli import main
 
@@ -57,7 +58,7 @@ def trace(tree: Path, supernet: Path, run: Path) -> list[str]:
             path.append(module)
             done = True
             return
-        if any(type(a).__name__ in CARRIERS for a in args):
+        if every_call or any(type(a).__name__ in CARRIERS for a in args):
             path.append(module)
 
     argv = ["-q", "search", "--supernet", str(supernet), "--objective", "mes", "--target", "420"]
@@ -74,6 +75,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--supernet", type=Path, help="a trained supernet run of the tiny space (default: train one)")
+    parser.add_argument(
+        "--every-call", action="store_true", help="count every call into project code, not only the request's"
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="request-path-"))
     supernet = args.supernet
@@ -83,7 +87,7 @@ def main() -> None:
         train += ["--epochs", "1", "--batch-size", "32", "--max-steps", "4", "--bn-calib-batches", "1", "-q"]
         env = {**os.environ, "PYTHONPATH": str(args.tree)}
         subprocess.run([sys.executable, "-m", "nas", *train], check=True, cwd=args.tree, env=env)
-    path = trace(args.tree, supernet, scratch / "search")
+    path = trace(args.tree, supernet, scratch / "search", args.every_call)
     stays = [m for i, m in enumerate(path) if i == 0 or path[i - 1] != m]
     seen: list[str] = []
     returns = 0
