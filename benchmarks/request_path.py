@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="request-path-"))
+    # Tables predicted on the way (the tiny space at 32 px) go to a copy, not into the checkout.
+    os.environ["NAS_LATENCY_DIR"] = str(shutil.copytree(args.tree / "latency_tables", scratch / "tables"))
     supernet = args.supernet
     if supernet is None:
         supernet = scratch / "sn"
