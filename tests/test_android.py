@@ -33,6 +33,7 @@ def _one_per_kind(space_name: str, img_size: int = 32):
     return space, list(kinds.values())
 
 
+@pytest.mark.slow  # every block kind of three spaces lowered and run in the runtime: 45 s
 @pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer-tiny", "swiftformer-tiny"])
 def test_every_block_kind_lowers_to_xnnpack_and_runs_in_the_runtime(space_name):
     space, sigs = _one_per_kind(space_name)
@@ -92,6 +93,7 @@ def test_export_blocks_take_the_input_size_and_classes_a_run_records(tmp_path, c
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow  # two exports of every block, compared file by file: 13 s
 def test_exported_programs_are_the_same_files_for_the_same_seed(tmp_path, capsys):
     """A block's weights come from --seed alone: the same seed writes the same program, also when an
     interrupted export resumes and writes it again; another seed writes another."""

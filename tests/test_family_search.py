@@ -19,6 +19,7 @@ def _family_argv(supernet, run, *extra):
     return argv[: i + 1] + ["420", "520", "470"] + argv[i + 2 :]
 
 
+@pytest.mark.slow  # three greedy searches besides the family's: 23 s
 def test_a_greedy_family_is_one_path_and_costs_its_hardest_search(tiny_supernet, tiny_search, tmp_path, capsys):
     run = tmp_path / "family"
     assert main(_family_argv(tiny_supernet, run)) == 0

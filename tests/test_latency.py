@@ -151,6 +151,7 @@ def test_phone_predictor_fit_on_published_facts():
     assert shipped.predict_ops(timm_ops("efficientformerv2_s0")) == pytest.approx(table_sum, rel=1e-4)
 
 
+@pytest.mark.slow  # every published row priced at its own input size: 12 s
 def test_published_rows_are_priced_at_their_papers_resolution():
     """Each published row is priced at the input its paper measured: our MACs match the paper's GMACs
     column (rounded to 0.1). EfficientNet-B3/B5 (300/456 px) and MobileViT-v2 (256 px) were once

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import compare_argv
 
 from nas.cli import main
@@ -18,6 +19,7 @@ def _script(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # plans, trains in two processes, packs and adopts: 34 s
 def test_trainings_made_elsewhere_are_adopted_by_the_comparison(tiny_search, tmp_path, capsys):
     out = tmp_path / "out"
     argv = compare_argv(tiny_search, out, "--seeds", "2", "--json")
