@@ -54,15 +54,16 @@ class ImageSource:
         labels: np.ndarray,
         root: str | None = None,
         files: np.ndarray | None = None,
-        sizes: np.ndarray | None = None,
-        mtimes: np.ndarray | None = None,
+        stats: tuple[np.ndarray, np.ndarray] | None = None,
         pixels: np.ndarray | None = None,
         name: str = "",
         members: MemberTable | None = None,
     ):
+        # stats: each file's (size, modification time), what a folder's fingerprint is made of
         self.classes, self.name = classes, name
         self.labels = np.asarray(labels, dtype=np.int32)
-        self.root, self.files, self.sizes, self.mtimes, self.pixels = root, files, sizes, mtimes, pixels
+        self.sizes, self.mtimes = stats if stats is not None else (None, None)
+        self.root, self.files, self.pixels = root, files, pixels
         self.members = members
 
     def __len__(self) -> int:
@@ -104,8 +105,7 @@ class ImageSource:
             self.labels[indices],
             root=self.root,
             files=pick(self.files),
-            sizes=pick(self.sizes),
-            mtimes=pick(self.mtimes),
+            stats=None if self.sizes is None else (pick(self.sizes), pick(self.mtimes)),
             pixels=pick(self.pixels),
             name=name,
             members=None if self.members is None else self.members.take(indices),
@@ -124,7 +124,7 @@ class Listing:
     mtimes: np.ndarray  # int64 ns
 
     def source(self, root: Path, name: str) -> ImageSource:
-        return ImageSource(self.classes, self.labels, str(root), self.files, self.sizes, self.mtimes, name=name)
+        return ImageSource(self.classes, self.labels, str(root), self.files, (self.sizes, self.mtimes), name=name)
 
 
 def _train_folder(data: str) -> Path:
