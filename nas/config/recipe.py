@@ -265,18 +265,21 @@ def add_recipe_overrides(parser: argparse.ArgumentParser, supernet: bool = False
         if kind is bool:
             # --x (true), --no-x (false); --x true|false as before
             group.add_argument(
-                flag, dest=f"recipe_{f.name}", type=_parse_bool, nargs="?", const=True, metavar="true|false",
+                flag, dest=f"recipe_{f.name}", type=_reader(f, kind), nargs="?", const=True, metavar="true|false",
                 help=help_of(f),
             )  # fmt: skip
             group.add_argument(
                 "--no-" + flag[2:], dest=f"recipe_{f.name}", action="store_const", const=False,
                 help=f"the same as {flag} false",
             )  # fmt: skip
-        elif f.metadata.get("words"):  # a word or a number; checked with the other flags (recipe_from_args)
-            metavar = "|".join(f.metadata["words"]) + "|INT"
-            group.add_argument(flag, dest=f"recipe_{f.name}", type=_parse_word_or_int, metavar=metavar, help=help_of(f))
-        else:
-            group.add_argument(flag, dest=f"recipe_{f.name}", type=kind, metavar=kind.__name__.upper(), help=help_of(f))
+        else:  # a word or a number is checked with the other flags (recipe_from_args)
+            metavar = "|".join(f.metadata["words"]) + "|INT" if f.metadata.get("words") else kind.__name__.upper()
+            group.add_argument(flag, dest=f"recipe_{f.name}", type=_reader(f, kind), metavar=metavar, help=help_of(f))
+
+
+def _reader(f: dataclasses.Field, kind: type) -> typing.Callable[[str], typing.Any]:
+    """How a recipe field (of type ``kind``) is read from the command line, by its flag and by ``--set``."""
+    return _parse_bool if kind is bool else _parse_word_or_int if f.metadata.get("words") else kind
 
 
 def help_of(f: dataclasses.Field) -> str:
@@ -305,7 +308,7 @@ def _assigned(pairs: list[str], args: argparse.Namespace) -> dict[str, typing.An
     """``--set key=value`` pairs as typed recipe changes, read as the fields' flags read them; a pair that is
     not key=value, names no field this command has, or disagrees with the field's flag is one NasError."""
     hints = typing.get_type_hints(Recipe)
-    fields = [f.name for f in dataclasses.fields(Recipe) if hasattr(args, f"recipe_{f.name}")]
+    fields = {f.name: f for f in dataclasses.fields(Recipe) if hasattr(args, f"recipe_{f.name}")}
     changes: dict[str, typing.Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
@@ -314,10 +317,9 @@ def _assigned(pairs: list[str], args: argparse.Namespace) -> dict[str, typing.An
             raise NasError(f"--set {pair!r}: give key=value (a recipe field and its value)")
         if key not in fields:
             raise NasError(f"--set {key}: not a recipe field of this command; its fields: {', '.join(fields)}")
-        kind, meta = hints[key], Recipe.__dataclass_fields__[key].metadata
-        parse = _parse_bool if kind is bool else _parse_word_or_int if meta.get("words") else kind
+        kind = hints[key]
         try:
-            value = parse(text.strip())
+            value = _reader(fields[key], kind)(text.strip())
         except (ValueError, argparse.ArgumentTypeError) as exc:
             raise NasError(f"--set {key}={text}: expected {getattr(kind, '__name__', kind)} ({exc})") from None
         flag = getattr(args, f"recipe_{key}", None)

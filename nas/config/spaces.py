@@ -1,5 +1,5 @@
 """Search spaces as files: ``search_configs/spaces/<name>.yaml`` (or any path), read with the rules
-of their family (:func:`supernets.get_family`). The space itself is :class:`nas.core.space.SearchSpace`.
+of their family (:func:`nas.core.families.get_family`). The space itself is :class:`nas.core.space.SearchSpace`.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class ArchConfig:
     block_types: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        # Whether the family exists is the registry's to say (supernets.get_family): the core
+        # Whether the family exists is the registry's to say (nas.core.families.get_family): the core
         # knows no family by name.
         if not isinstance(self.family, str) or not self.family.isidentifier():
             raise NasError(f"family: give a family name (a word such as efficientformerv2), got {self.family!r}")

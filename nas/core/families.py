@@ -43,7 +43,7 @@ _FAMILIES: LazyRegistry[Family] = LazyRegistry(
 def register_family(family: Family) -> Family:
     """Make ``family`` known by its name (a family registered again under its name replaces the
     old one, so a module may be re-imported)."""
-    return _FAMILIES.register(getattr(family, "name", ""), family)
+    return _FAMILIES.register(family)
 
 
 def family_names() -> list[str]:
@@ -53,7 +53,7 @@ def family_names() -> list[str]:
 
 def get_family(name: str) -> Family:
     """The family ``name``, loaded on first use; an unknown one is a :class:`NasError` that lists the known."""
-    return _FAMILIES.get(name, lambda family: family.name)
+    return _FAMILIES.get(name)
 
 
 def family_rules(name: str) -> SpaceRules:

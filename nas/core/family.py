@@ -1,9 +1,9 @@
 """The interface every model family implements (one module of ``supernets`` per family).
 
-A family is an object, registered by name with :func:`supernets.register_family`, that knows
-its search-space rules, its elastic supernet and static networks, how a network splits into
-priced blocks, and how its supernet is trained. Nothing outside ``supernets/`` names a family;
-the engine (``nas``) only calls these methods.
+A family is an object, declared in the ``nas.families`` entry points or registered by name with
+:func:`nas.core.families.register_family`, that knows its search-space rules, its elastic supernet
+and static networks, how a network splits into priced blocks, and how its supernet is trained.
+Nothing outside ``supernets/`` names a family; the engine (``nas``) only calls these methods.
 """
 
 from __future__ import annotations

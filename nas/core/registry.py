@@ -23,10 +23,10 @@ class LazyRegistry(Generic[T]):
     """Objects of one kind by name, loaded the first time they are asked for.
 
     ``accepts(obj)`` says whether an object is of the kind (``register`` refuses others with a
-    ``TypeError`` from ``refuse(obj)``); ``what`` names the kind in messages (``family``, ``search
-    strategy``), ``unknown`` is the message for a name nobody declares (``{name}`` and ``{names}``
-    filled in). An entry point names an object of the kind, a class of it (instantiated once), or a
-    module that registers its object when imported; so does a built-in module."""
+    ``TypeError`` from ``refuse(obj)``), and an object is known by its ``name``; ``what`` names the kind
+    in messages (``family``, ``search strategy``), ``unknown`` is the message for a name nobody declares
+    (``{name}`` and ``{names}`` filled in). An entry point names an object of the kind, a class of it
+    (instantiated once), or a module that registers its object when imported; so does a built-in module."""
 
     def __init__(
         self,
@@ -42,11 +42,11 @@ class LazyRegistry(Generic[T]):
         self._builtin = dict(builtin or {})
         self._objects: dict[str, T] = {}
 
-    def register(self, name: str, obj: T) -> T:
-        """Make ``obj`` known as ``name`` (a name registered again is replaced, so a module may be re-imported)."""
+    def register(self, obj: T) -> T:
+        """Make ``obj`` known by its name (a name registered again is replaced, so a module may be re-imported)."""
         if not self._accepts(obj):
             raise TypeError(self._refuse(obj))
-        self._objects[name] = obj
+        self._objects[obj.name] = obj
         return obj
 
     def declared(self) -> dict[str, EntryPoint]:
@@ -57,19 +57,19 @@ class LazyRegistry(Generic[T]):
         """Every name: registered, built in and declared, sorted (nothing is loaded)."""
         return sorted({*self._objects, *self._builtin, *self.declared()})
 
-    def get(self, name: str, name_of: Callable[[T], str]) -> T:
+    def get(self, name: str) -> T:
         """The object ``name``, loaded on first use; an unknown one is a :class:`NasError` (``unknown``)."""
         if name not in self._objects:
             if name in self._builtin:
                 importlib.import_module(self._builtin[name])
             elif (entry := self.declared().get(name)) is not None:
-                self._load(entry, name_of)
+                self._load(entry)
         try:
             return self._objects[name]
         except KeyError:
             raise NasError(self.unknown.format(name=repr(name), names=", ".join(self.names()))) from None
 
-    def _load(self, entry: EntryPoint, name_of: Callable[[T], str]) -> None:
+    def _load(self, entry: EntryPoint) -> None:
         try:
             loaded: Any = entry.load()
         except Exception as exc:  # a broken plug-in is one line, not a traceback from inside it
@@ -77,7 +77,7 @@ class LazyRegistry(Generic[T]):
         if isinstance(loaded, type):
             loaded = loaded()
         if self._accepts(loaded):
-            self.register(name_of(loaded), loaded)
+            self.register(loaded)
         if entry.name not in self._objects:  # a module that registered nothing, or an object of another name
             raise NasError(
                 f"entry point {entry.name} = {entry.value!r} in group {self.group} gave no {self.what} named "

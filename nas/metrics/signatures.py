@@ -1,4 +1,4 @@
-"""The priced blocks of a network, through its family (:func:`supernets.get_family`): the unit of
+"""The priced blocks of a network, through its family (:func:`nas.core.families.get_family`): the unit of
 parameter, MAC and latency accounting, of latency tables and of per-block export."""
 
 from __future__ import annotations

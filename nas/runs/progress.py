@@ -59,8 +59,7 @@ class Progress:
         self._status, self._fraction, self._pushed = status, fraction, ""
         self.stream = display.stream if display.stream is not None else sys.stderr
         self.every_s, self.clock = display.every_s, display.clock
-        clock = display.clock
-        self._started, self._start_done = clock(), done
+        self._started, self._start_done = self.clock(), done
         self._last_line = self._started
         self._bar = None
         if enabled and _is_terminal(self.stream):

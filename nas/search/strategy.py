@@ -175,7 +175,7 @@ _STRATEGIES: LazyRegistry[SearchStrategy] = LazyRegistry(
 
 def register_strategy(strategy: SearchStrategy) -> SearchStrategy:
     """Make ``strategy`` known by its name (registering a name again replaces the old strategy)."""
-    return _STRATEGIES.register(getattr(strategy, "name", ""), strategy)
+    return _STRATEGIES.register(strategy)
 
 
 def strategy_names() -> list[str]:
@@ -185,7 +185,7 @@ def strategy_names() -> list[str]:
 
 def get_strategy(name: str) -> SearchStrategy:
     """The strategy ``name``; an unknown one is a :class:`NasError` that lists the known."""
-    return _STRATEGIES.get(name, lambda strategy: strategy.name)
+    return _STRATEGIES.get(name)
 
 
 def parse_assignments(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:

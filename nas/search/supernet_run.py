@@ -1,4 +1,4 @@
-"""A trained supernet run folder, read once: what search, sample, compare, rank-check and headroom take.
+"""A trained supernet run folder, read once: what search, sample, compare and rank-check take.
 
 ``nas train-supernet`` leaves a run folder with its settings (``config.yaml``) and a checkpoint that
 records the input size it trained at and its class count. :meth:`SupernetRun.read` checks both,
@@ -64,11 +64,6 @@ class SupernetRun:
             config=config,
             state=state,
         )
-
-    @property
-    def data(self) -> str | None:
-        """The data it trained on (None: the built-in digits)."""
-        return self.config.data
 
     def eval_spec(self, bn_calib_batches: int | None = None, search_images: int | None = None) -> EvalSpec:
         """What an evaluator of its sub-networks is built from (plain data, for Ray actors), with the
