@@ -1,5 +1,6 @@
 """Export a fixed architecture to ONNX (checked against PyTorch with ONNX Runtime), Core ML, or an
-ExecuTorch program for Android's XNNPACK backend (checked against PyTorch in the runtime here)."""
+ExecuTorch program for Android's XNNPACK backend (checked against PyTorch in the runtime here); the
+last two also in int8 (:mod:`nas.quantize`), with the float and int8 networks' top-1 on the user's data."""
 
 from __future__ import annotations
 
@@ -18,10 +19,24 @@ from nas.core.arch import ArchConfig
 from nas.core.atomic_files import write_bytes_atomic
 from nas.core.errors import NasError
 from nas.core.families import build_static
-from nas.latency.xnnpack import export_executorch
+from nas.latency.xnnpack import export_executorch, export_executorch_int8
+from nas.metrics.accuracy import top1
+from nas.quantize import (
+    COREML_INT8_SCHEME,
+    COREML_WEIGHT_THRESHOLD,
+    XNNPACK_INT8_SCHEME,
+    Int8Export,
+    QuantizationImages,
+    coreml_int8_weights,
+    float_operators,
+    program_top1,
+    quantize_int8,
+)
 from nas.runs.checkpoint import load_checkpoint
 
 FORMATS = ("onnx", "coreml", "executorch")
+#: The formats each quantization ships in (ONNX is exported in float only).
+QUANTIZED_FORMATS = {"int8": ("executorch", "coreml")}
 
 
 @dataclass(frozen=True)
@@ -155,9 +170,12 @@ def export_onnx(model: nn.Module, img_size: int, out: Path, tolerance: float = 1
     return diff
 
 
-def to_coreml(module: torch.nn.Module, x: torch.Tensor, path: Path, precision: str = "float16") -> Path:
+def to_coreml(
+    module: torch.nn.Module, x: torch.Tensor, path: Path, precision: str = "float16", int8_weights: bool = False
+) -> int:
     """Trace ``module`` on ``x`` and save it as a Core ML ML program (iOS 16) at ``path`` (atomically:
-    converted into a temporary folder, then renamed)."""
+    converted into a temporary folder, then renamed); with ``int8_weights`` its weights are 8-bit
+    (:data:`nas.quantize.COREML_INT8_SCHEME`). Returns how many weights are 8-bit."""
     import coremltools as ct
 
     module = module.eval()
@@ -171,6 +189,17 @@ def to_coreml(module: torch.nn.Module, x: torch.Tensor, path: Path, precision: s
             minimum_deployment_target=ct.target.iOS16,
             compute_precision=ct.precision.FLOAT16 if precision == "float16" else ct.precision.FLOAT32,
         )
+        if int8_weights:
+            from coremltools.optimize.coreml import OpLinearQuantizerConfig, OptimizationConfig, linear_quantize_weights
+
+            config = OpLinearQuantizerConfig(mode="linear_symmetric", weight_threshold=COREML_WEIGHT_THRESHOLD)
+            mlmodel = linear_quantize_weights(mlmodel, OptimizationConfig(global_config=config))
+    program = mlmodel.get_spec().mlProgram.functions["main"]
+    quantized = sum(
+        op.type == "constexpr_affine_dequantize"
+        for block in program.block_specializations.values()
+        for op in block.operations
+    )
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         mlmodel.save(str(tmp / path.name))
@@ -179,15 +208,74 @@ def to_coreml(module: torch.nn.Module, x: torch.Tensor, path: Path, precision: s
         (tmp / path.name).rename(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    return quantized
 
 
-def export_coreml(model: nn.Module, img_size: int, out: Path) -> None:
-    """Write a Core ML ML program for iOS 16 (float16 compute) at ``out`` (``.mlpackage``)."""
-    if out.suffix != ".mlpackage":
-        raise NasError(f"{out}: a Core ML ML program is a .mlpackage folder; name the output NAME.mlpackage")
+#: The file each format is written as (ONNX's name is free).
+OUT_SUFFIX = {
+    "executorch": (".pte", "an ExecuTorch program is a .pte file"),
+    "coreml": (".mlpackage", "a Core ML ML program is a .mlpackage folder"),
+}
+
+
+def check_out(fmt: str, out: str | Path) -> None:
+    """Refuse an output name the format cannot be written as."""
+    if fmt in OUT_SUFFIX and Path(out).suffix != OUT_SUFFIX[fmt][0]:
+        suffix, what = OUT_SUFFIX[fmt]
+        raise NasError(f"{out}: {what}; name the output NAME{suffix}")
+
+
+def export_coreml(model: nn.Module, img_size: int, out: Path, int8_weights: bool = False) -> int:
+    """Write a Core ML ML program for iOS 16 (float16 compute; 8-bit weights with ``int8_weights``) at
+    ``out`` (``.mlpackage``); return how many weights are 8-bit."""
+    check_out("coreml", out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    to_coreml(model, torch.randn(1, 3, img_size, img_size), out)
+    return to_coreml(model, torch.randn(1, 3, img_size, img_size), out, int8_weights=int8_weights)
+
+
+def _export_int8(model: nn.Module, fmt: str, out: Path, img_size: int, num_classes: int, plan: Int8Export) -> dict:
+    """The int8 export of ``model`` in ``fmt`` and its accuracy report: XNNPACK's static int8 program
+    (calibrated on ``plan``'s images, checked in the runtime, scored through it image by image) or Core ML's
+    8-bit weights (scored as the same rounding of the weights in PyTorch: Core ML does not run here)."""
+    images = QuantizationImages(plan, img_size, num_classes) if plan.data else None
+    if fmt == "executorch":
+        if images is None:
+            raise NasError(
+                "--format executorch --quantize int8 needs --calibration DATA: its images set the activation ranges"
+            )
+        calibration = images.calibration()
+        quantized = quantize_int8(model, calibration)
+        report, program = export_executorch_int8(quantized, torch.cat(calibration)[:8], out)
+        report.update(
+            scheme=XNNPACK_INT8_SCHEME,
+            calibration_images=sum(len(batch) for batch in calibration),
+            stayed_float=float_operators(quantized),
+        )
+
+        def int8_top1(loader) -> float:
+            return program_top1(program, loader)
+
+        scored_by = "the ExecuTorch program, image by image"
+    else:
+        rounded, count = coreml_int8_weights(model)
+        report = {"scheme": COREML_INT8_SCHEME, "int8_weights": export_coreml(model, img_size, out, True)}
+        report["int8_weights_scored"] = count
+
+        def int8_top1(loader) -> float:
+            return top1(rounded, loader)
+
+        scored_by = (
+            "PyTorch, its weights rounded as Core ML's are (activations float32: Core ML runs on Apple OSes only)"
+        )
+    if images is not None:
+        loader = images.validation()
+        report["accuracy"] = {
+            "images": images.validation_name,
+            "float_top1": top1(model, loader),
+            "int8_top1": int8_top1(loader),
+            "int8_scored_by": scored_by,
+        }
+    return report
 
 
 def export(
@@ -198,14 +286,19 @@ def export(
     num_classes: int | None = None,
     checkpoint: str | Path | None = None,
     seed: int = 0,
+    int8: Int8Export | None = None,
 ) -> dict:
     """Export ``arch`` (weights from ``checkpoint``, else freshly initialised from ``seed``) as ``fmt``
     (``onnx``, ``coreml`` or ``executorch``) to ``out``; returns the format, the path, the input size and
     class count and, for ONNX and ExecuTorch, the max abs difference to PyTorch's logits (for Core ML,
     the target). The checkpoint's recorded architecture, input size and class count are the defaults;
-    ``arch`` may then be None, and a flag or ``arch`` that disagrees with them is refused."""
+    ``arch`` may then be None, and a flag or ``arch`` that disagrees with them is refused. With ``int8``
+    (ExecuTorch or Core ML) the network is quantized, and the result has its ``int8`` report."""
     if fmt not in FORMATS:
         raise NasError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if int8 is not None and fmt not in QUANTIZED_FORMATS["int8"]:
+        raise NasError(f"--quantize int8 exports {' or '.join(QUANTIZED_FORMATS['int8'])}, not {fmt}")
+    check_out(fmt, out)  # before any work: quantizing and lowering take minutes
     weights = read_trained(checkpoint) if checkpoint else None
     if weights is not None and weights.arch is not None:
         if arch is None:
@@ -225,6 +318,9 @@ def export(
         load_weights(model, weights)
     out = Path(out)
     shape = {"img_size": img_size, "num_classes": num_classes}
+    if int8 is not None:
+        report = _export_int8(model, fmt, out, img_size, num_classes, int8)
+        return {"format": fmt, "path": str(out), **shape, "quantize": "int8", "int8": report}
     if fmt == "onnx":
         return {"format": "onnx", "path": str(out), **shape, "max_abs_diff": export_onnx(model, img_size, out)}
     if fmt == "executorch":

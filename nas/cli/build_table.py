@@ -17,9 +17,10 @@ def add_parser(sub) -> None:
         "build-table",
         help="build a latency table for a device and space",
         description="Local devices (cpu, onnxruntime-cpu, cuda, xnnpack: ExecuTorch's XNNPACK backend, the "
-        "kernels Android apps ship) are measured block by block and "
-        "calibrated end to end; phones (iphone12, iphone14, pixel6) get a table predicted "
-        "by a cost model fitted to published latencies, labelled as such.",
+        "kernels Android apps ship; xnnpack-int8: the same with every block quantized to int8) are measured "
+        "block by block and calibrated end to end; phones (iphone12, iphone14, pixel6) get a table predicted "
+        "by a cost model fitted to published latencies, labelled as such (an int8 phone has none: its table "
+        "is timed on it, nas export-blocks --quantize int8).",
     )
     p.add_argument(
         "--device", required=True, metavar="{" + ",".join(DEVICES) + "}", help=f"one of {', '.join(DEVICES)}"
@@ -31,6 +32,11 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads while timing (default: 1)")
     p.add_argument("--repeats", type=positive_int, default=20, help="minimum timed runs per block (default: 20)")
     p.add_argument("--resume", action="store_true", help="finish a partial table left by an interrupted build")
+    p.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="int8: the device's int8 twin (xnnpack -> xnnpack-int8): every block quantized before it is timed",
+    )
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -40,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     its header, source and error; return the exit code."""
     from nas.config.spaces import load_space
     from nas.latency import get_device
+    from nas.latency.devices import quantized_device
 
+    args.device = quantized_device(args.device, args.quantize)
     device = get_device(args.device)
     space = load_space(args.space)
     if device.kind == "local":

@@ -19,8 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--device",
         required=True,
-        metavar="{cpu,onnxruntime-cpu,cuda,xnnpack}",
-        help="a local device: cpu, onnxruntime-cpu, cuda or xnnpack",
+        metavar="{cpu,onnxruntime-cpu,cuda,xnnpack,xnnpack-int8}",
+        help="a local device: cpu, onnxruntime-cpu, cuda, xnnpack or xnnpack-int8",
     )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--img-size", type=image_size, default=224, help="input side the networks are timed at")

@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--device",
         required=True,
-        metavar="{iphone12,iphone14,pixel6}",
-        help="iphone12, iphone14 (Core ML) or pixel6 (ExecuTorch)",
+        metavar="{iphone12,iphone14,pixel6,pixel6-int8}",
+        help="iphone12, iphone14 (Core ML) or pixel6 (ExecuTorch; pixel6-int8 or --quantize int8: quantized)",
     )
     p.add_argument(
         "--runtime",
@@ -44,6 +44,12 @@ def add_parser(sub) -> None:
         type=positive_int,
         help="classifier outputs of the exported networks (default: --run's, else 1000)",
     )
+    p.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="int8: every block and network quantized (PT2E, XNNPACK's quantizer), for pixel6: the table imported "
+        "from its timings is pixel6-int8's",
+    )
     p.add_argument("--no-networks", action="store_true", help="blocks only, no whole named members")
     p.add_argument("--limit", type=positive_int, help="export only the first N blocks (a trial run)")
     add_common(p)
@@ -56,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
     from nas.cli.build_table import outside_xnnpack_words
     from nas.config.spaces import load_space
     from nas.export import recorded_shape, shape_from
+    from nas.latency.devices import quantized_device
     from nas.latency.onphone import BlockExport, export_blocks, export_runtime
 
+    args.device = quantized_device(args.device, args.quantize)
     runtime = export_runtime(args.device, args.runtime)  # a wrong pair fails before the space loads
     args.img_size, args.num_classes = shape_from(
         recorded_shape(args.run) if args.run else None, args.img_size, args.num_classes
@@ -77,8 +85,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         outside = {item["key"]: item["operators"]["fallback"] for item in blocks}
         result["operators_outside_xnnpack"] = outside
+        int8 = " int8" if "quantization" in manifest else ""
         lines = [
-            f"wrote {len(blocks)} blocks and {n_nets} networks as ExecuTorch XNNPACK programs to {args.out}",
+            f"wrote {len(blocks)} blocks and {n_nets} networks as{int8} ExecuTorch XNNPACK programs to {args.out} "
+            f"(device {args.device})",
             f"xnnpack: {outside_xnnpack_words(outside)}",
             f"next: RUNNER=path/to/executor_runner bash {args.out}/time_on_android.sh > timings.log",
             "      (docs/how-to/measure-an-android-phone.md), then",

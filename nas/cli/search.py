@@ -113,6 +113,12 @@ def add_parser(sub) -> None:
         "noise (default 3)",
     )
     p.add_argument("--noise-draws", type=positive_int, default=2, help="other draws per noise network (default 2)")
+    p.add_argument(
+        "--final-quantize",
+        choices=("int8",),
+        help="int8: the finalists are scored quantized (PT2E int8 after their BatchNorm recalibration, on the same "
+        "images), so the choice counts what quantization costs each; pair with an int8 table (--device xnnpack-int8)",
+    )
     p.add_argument("--resume", action="store_true", help="continue the search in --run")
     add_common(p)
     p.set_defaults(handler=run)

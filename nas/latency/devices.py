@@ -26,6 +26,15 @@ class Device:
     #: What ``nas export-blocks`` writes for a phone to time: ``coreml`` (Xcode) or ``executorch``
     #: (``executor_runner`` over adb).
     export_runtime: str = "coreml"
+    #: ``int8``: every block and network is quantized before it is timed (:mod:`nas.quantize`).
+    quantization: str | None = None
+    #: The same device's int8 twin (what ``--quantize int8`` selects).
+    int8: str | None = None
+
+    @property
+    def executorch(self) -> bool:
+        """Measured here through ExecuTorch's XNNPACK backend (``xnnpack``, ``xnnpack-int8``)."""
+        return self.runtime.startswith("executorch")
 
 
 DEVICES: dict[str, Device] = {
@@ -46,6 +55,16 @@ DEVICES: dict[str, Device] = {
             "executorch (XNNPACK delegate, CPU)",
             "float32",
             "this machine's CPU through ExecuTorch's XNNPACK backend, the kernels Android apps ship, batch 1",
+            int8="xnnpack-int8",
+        ),
+        Device(
+            "xnnpack-int8",
+            "local",
+            "executorch (XNNPACK delegate, CPU)",
+            "int8",
+            "this machine's CPU through ExecuTorch's XNNPACK backend, every block quantized to int8 (PT2E, "
+            "static activations), batch 1",
+            quantization="int8",
         ),
         Device(
             "iphone12",
@@ -74,6 +93,17 @@ DEVICES: dict[str, Device] = {
             published="pixel6-cpu",
             export_runtime="executorch",
             reference_campaign="2212.08059-tab2",
+            int8="pixel6-int8",
+        ),
+        Device(
+            "pixel6-int8",
+            "phone",
+            "xnnpack (CPU)",
+            "int8",
+            "Google Pixel 6 CPU, batch 1, every block quantized to int8 (no published timings: "
+            "timed on the phone through nas export-blocks --device pixel6 --quantize int8)",
+            export_runtime="executorch",
+            quantization="int8",
         ),
     )
 }
@@ -90,3 +120,15 @@ def get_device(name: str) -> Device:
         return DEVICES[name]
     except KeyError:
         raise NasError(f"unknown device {name!r}; known devices: {', '.join(DEVICES)}") from None
+
+
+def quantized_device(name: str, quantize: str | None) -> str:
+    """``name``, or with ``quantize`` (``int8``) its int8 twin (``xnnpack`` -> ``xnnpack-int8``); a device
+    without one is a :class:`NasError` naming those that have one."""
+    spec = get_device(name)
+    if quantize is None or spec.quantization == quantize:
+        return name
+    if spec.int8 is None:
+        twins = ", ".join(f"{d.name} ({d.int8})" for d in DEVICES.values() if d.int8)
+        raise NasError(f"device {name} has no int8 twin; int8 is timed on {twins}")
+    return spec.int8

@@ -38,6 +38,7 @@ from nas.latency.table import (
     tool_versions,
 )
 from nas.metrics.signatures import block_input, build_block, reachable_signatures
+from nas.quantize import TIMING_CALIBRATION, XNNPACK_INT8_SCHEME, quantize_int8, timing_calibration
 from nas.runs.lock import RunLock
 from nas.runs.progress import tracked
 
@@ -84,10 +85,13 @@ class Timer:
             raise NasError("device cuda: no CUDA GPU is visible on this machine")
         self.device = device
         self.config = config
+        self.executorch = spec.executorch
+        #: ``int8``: each module is quantized (PT2E, XNNPACK's quantizer) before it is lowered and timed.
+        self.quantization = spec.quantization
         self.torch_device = "cuda" if device == "cuda" else "cpu"
         #: The CPUs this process was pinned to for timing (xnnpack: as the phone script pins the big cores).
         self.pinned_cpus: list[int] | None = None
-        if device == "xnnpack":
+        if self.executorch:
             xnnpack.set_threads(config.threads)
             self.pinned_cpus = _pin_to_last_cpus(config.threads)
         #: The program of the last module timed on ``xnnpack`` (its operators say what left XNNPACK).
@@ -119,10 +123,16 @@ class Timer:
         x = x.to(self.torch_device)
         if self.device == "onnxruntime-cpu":
             return self._time_onnx(module, x)
-        if self.device == "xnnpack":
+        if self.executorch:
             return self._time_xnnpack(module, x)
         with torch.inference_mode():  # thread-local: it holds inside the benchmark's timing loop
             return self._repeat(lambda: module(x))
+
+    def time_program(self, program: xnnpack.Program, x: torch.Tensor) -> float:
+        """The median time of a loaded ExecuTorch program on ``x``, in ms (an exported file, as shipped)."""
+        if not self.executorch:
+            raise NasError(f"device {self.device} does not run ExecuTorch programs; time them on xnnpack")
+        return self._repeat(lambda: program(x))
 
     def time_block(self, module: nn.Module, x: torch.Tensor) -> float:
         """The time of one block as it adds to a whole network: :meth:`time` less, on ``xnnpack``, the
@@ -130,7 +140,7 @@ class Timer:
         pays once, not once per block. It is timed on a program that adds 1 to an input of the block's
         shape (5-8 us here, as much as a small block's compute: left in, it overprices small networks)."""
         measured = self.time(module, x)
-        if self.device != "xnnpack":
+        if not self.executorch:
             return measured
         shape, lowered = tuple(x.shape), self.last_lowered
         if shape not in self.call_overhead_ms:
@@ -140,6 +150,8 @@ class Timer:
 
     def _time_xnnpack(self, module: nn.Module, x: torch.Tensor) -> float:
         # The program a phone's executor_runner loads, run by the same runtime and backend here.
+        if self.quantization == "int8":
+            module = quantize_int8(module, timing_calibration(x))
         self.last_lowered = xnnpack.lower(module, x)
         program = xnnpack.Program(self.last_lowered.program)
         return self._repeat(lambda: program(x))
@@ -250,7 +262,13 @@ def build_measured_table(
     timing = plan.timing
     timer = Timer(device, timing)
     out = Path(out) if out else table_path(device, space.name, img_size)
-    versions = {**tool_versions(), "executorch": xnnpack.executorch_version()} if device == "xnnpack" else None
+    spec = get_device(device)
+    versions = {**tool_versions(), "executorch": xnnpack.executorch_version()} if spec.executorch else None
+    quantization = (
+        {"quantization": {"scheme": XNNPACK_INT8_SCHEME, "calibration": TIMING_CALIBRATION}}
+        if spec.quantization
+        else {}
+    )
     header = TableHeader.new(
         device,
         space,
@@ -267,7 +285,8 @@ def build_measured_table(
                 "min_seconds": timing.min_seconds,
                 "statistic": "median",
                 "timer": "torch.utils.benchmark blocked_autorange",
-            }
+            },
+            **quantization,
         },
     )
     raw: dict[str, float] = {}

@@ -40,6 +40,7 @@ from nas.latency.table import (
     tool_versions,
 )
 from nas.metrics.signatures import block_input, build_block, reachable_signatures
+from nas.quantize import XNNPACK_INT8_SCHEME, quantize_int8, timing_calibration
 from nas.runs.writers import write_json
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ def plan_export(
         "format": "nas-block-export/1",
         "device": device,
         "space": space.name,
+        # a space given as a YAML path is read back from it (import-table), a built-in one by name
+        "space_file": str(Path(space.source).resolve()) if space.source else None,
         "family": space.family,
         "img_size": img_size,
         "num_classes": num_classes,
@@ -115,6 +118,7 @@ def plan_export(
         "export_runtime": runtime,
         "date": today(),
         "tool_versions": versions,
+        **({"quantization": XNNPACK_INT8_SCHEME} if spec.quantization == "int8" else {}),
         "csv_columns": list(CSV_COLUMNS),
         "complete": limit is None,
         "items": items,
@@ -183,6 +187,8 @@ def export_blocks(
         if path.exists() and operators.exists():
             item["operators"] = json.loads(operators.read_text(encoding="utf-8"))
             continue
+        if "quantization" in manifest:  # int8: calibrated as the measured int8 table's blocks are
+            module = quantize_int8(module, timing_calibration(x))
         lowered = xnnpack.lower(module, x)
         item["operators"] = lowered.operators()
         write_json(operators, item["operators"])
@@ -261,8 +267,15 @@ def import_table(
     path, so a new phone needs a handful of timings, not one per block."""
     manifest_path = Path(manifest_path)
     manifest = _read_manifest(manifest_path)
-    device, space = manifest["device"], load_space(manifest["space"])
+    space_file = manifest.get("space_file")
+    device = manifest["device"]
+    space = load_space(space_file if space_file and Path(space_file).is_file() else manifest["space"])
     spec = get_device(device)
+    if refit and spec.published is None:
+        raise NasError(
+            f"--refit calibrates a cost model fitted to published timings, and {device} has none; time every "
+            "block of the manifest and import without --refit"
+        )
     items = manifest["items"]
     timings, timed_how = _read_timings(Path(csv_path), {item["id"] for item in items}, device)
     blocks = [item for item in items if item["kind"] == "block"]

@@ -72,7 +72,12 @@ def published_facts(device: str, use: str = "fit") -> list[Fact]:
     """The published latencies of ``device``'s chip (every campaign) whose models timm can build."""
     spec = get_device(device)
     if spec.published is None:
-        raise NasError(f"device {device} has no published measurements; it is measured locally")
+        how = (
+            f"it is measured here (nas build-table --device {device})"
+            if spec.kind == "local"
+            else f"time it on the phone: nas export-blocks --device {device} ..., then nas import-table"
+        )
+        raise NasError(f"device {device} has no published measurements to predict from; {how}")
     facts = facts_of(spec.published, use)
     if use == "fit" and len(facts) < 4:
         raise NasError(f"{published_csv()}: only {len(facts)} usable published latencies for {device}; need at least 4")

@@ -121,6 +121,12 @@ class TableHeader:
 
 
 def _build_command(device: str, space: str, img_size: int) -> str:
+    spec = get_device(device)
+    if spec.kind == "phone" and spec.published is None:  # nothing to predict from: timed on the phone only
+        return (
+            f"nas export-blocks --device {device} --space {space} --img-size {img_size} --out DIR`, time DIR on "
+            "the phone and `nas import-table"
+        )
     return f"nas build-table --device {device} --space {space} --img-size {img_size}"
 
 

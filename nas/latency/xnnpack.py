@@ -95,7 +95,7 @@ def lower(module: nn.Module, example: torch.Tensor) -> Lowered:
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
 
-    module = module.eval()
+    module.eval()  # not reassigned: an exported (quantized) module's eval returns None
     with torch.no_grad(), warnings.catch_warnings():
         # timm's attention blocks cache their bias table on first eval call; export warns that the
         # cache is an attribute, not a buffer. The cached value is what the program bakes in.
@@ -158,3 +158,43 @@ def export_executorch(model: nn.Module, img_size: int, out: Path, tolerance: flo
         raise NasError(f"ExecuTorch output differs from PyTorch by {diff:.2e} (> {tolerance:g}); not written")
     write_bytes_atomic(out, lowered.program)
     return {"max_abs_diff": diff, "operators": lowered.operators(), "executorch": executorch_version()}
+
+
+#: How far an int8 program's logits may stray from the quantized graph's in PyTorch, as a share of the
+#: largest logit: XNNPACK's int8 kernels requantize with fixed-point multipliers, PyTorch's reference
+#: quantize/dequantize pairs in float, so single values differ by a quantization step here and there.
+INT8_TOLERANCE = 0.05
+
+
+def export_executorch_int8(
+    quantized: nn.Module, check_images: torch.Tensor, out: Path, tolerance: float = INT8_TOLERANCE
+) -> tuple[dict, Program]:
+    """Write a quantized graph (:func:`nas.quantize.quantize_int8`) as an XNNPACK ``.pte`` at ``out``
+    (atomically) after checking, in the runtime here, that on each of ``check_images`` (real images, one
+    at a time) its logits match the graph's in PyTorch within ``tolerance`` of the largest logit; return
+    the differences and operators, and the loaded program (to score it)."""
+    if out.suffix != ".pte":
+        raise NasError(f"{out}: an ExecuTorch program is a .pte file; name the output NAME.pte")
+    lowered = lower(quantized, check_images[:1])
+    program = Program(lowered.program)
+    worst_abs = worst_relative = 0.0
+    with torch.no_grad():
+        for image in check_images:
+            expected = quantized(image[None])
+            diff = float((program(image[None]) - expected).abs().max())
+            worst_abs = max(worst_abs, diff)
+            worst_relative = max(worst_relative, diff / max(float(expected.abs().max()), 1e-6))
+    if worst_relative > tolerance:
+        raise NasError(
+            f"the int8 program's logits differ from the quantized network's in PyTorch by {100 * worst_relative:.1f}% "
+            f"of the largest logit (> {100 * tolerance:g}%); not written"
+        )
+    write_bytes_atomic(out, lowered.program)
+    report = {
+        "max_abs_diff": worst_abs,
+        "max_relative_diff": worst_relative,
+        "checked_on_images": len(check_images),
+        "operators": lowered.operators(),
+        "executorch": executorch_version(),
+    }
+    return report, program

@@ -16,6 +16,7 @@ from torch.optim.swa_utils import update_bn
 
 from nas.core.arch import ArchConfig
 from nas.core.families import extract
+from nas.quantize import quantize_int8
 
 
 def autocast_for(amp: str, device: torch.device | str):
@@ -45,11 +46,17 @@ def subnet_accuracy(
     eval_loader: Iterable,
     device="cpu",
     amp: str = "none",
+    quantize: str | None = None,
 ) -> float:
-    """Top-1 of ``arch``: extracted (the supernet is not touched), BN recalibrated, scored."""
+    """Top-1 of ``arch``: extracted (the supernet is not touched), BN recalibrated, scored; with
+    ``quantize`` (``int8``) quantized after the recalibration, on the same calibration images, then scored
+    (:func:`nas.quantize.quantize_int8`: int8 arithmetic simulated in PyTorch, on the CPU)."""
     model = extract(supernet, arch)
     model.distilled_training = False
     # BatchNorm statistics of this sub-network: a cumulative average over the calibration batches.
     update_bn(calib_loader, model, device=torch.device(device))
     model.eval()
+    if quantize == "int8":
+        model = quantize_int8(model.cpu(), [images.cpu() for images, _ in calib_loader])
+        device = "cpu"
     return top1(model, eval_loader, device, amp)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +182,7 @@ def _prepare(request: SearchRequest, strategy: SearchStrategy, folder: RunFolder
         latency_source=table.describe_source() if table else None,
         strategy=request.strategy,
         strategy_options=options_dict(options),
-        final_scoring=asdict(request.final),
+        final_scoring=request.final.recorded(),
         search_images=request.search_images,
         targets=tuple(float(t) for t in request.targets) if len(request.targets) > 1 else (),
     )

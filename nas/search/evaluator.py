@@ -23,6 +23,7 @@ from nas.core.families import build_supernet
 from nas.core.space import SearchSpace
 from nas.data import balanced_indices, calibration_indices, data_fingerprint, eval_loader, load_splits, preload
 from nas.metrics.accuracy import subnet_accuracy
+from nas.quantize import check_quantization
 from nas.runs.checkpoint import file_digest, load_checkpoint
 
 log = logging.getLogger(__name__)
@@ -43,28 +44,41 @@ class Fidelity:
     ``draw`` picks which seeded images: 0 is the search's own; another draw takes other calibration
     images and another subset, so scoring a network at two draws measures the score's noise. ``split``
     is ``search`` (the held-out part of the training images that searches choose on) or ``val``
-    (images no search chooses on, for judging searches)."""
+    (images no search chooses on, for judging searches). ``quantize`` (``int8``) scores the network
+    quantized after its BatchNorm recalibration, calibrated on the same images (:mod:`nas.quantize`)."""
 
     calib_batches: int
     images: int | None = None
     draw: int = 0
     split: str = "search"
+    quantize: str | None = None
 
     def __post_init__(self) -> None:
         if self.calib_batches < 1 or (self.images is not None and self.images < 1) or self.draw < 0:
             raise NasError(f"a fidelity needs 1 or more calibration batches and images, got {self}")
         if self.split not in ("search", "val"):
             raise NasError(f"a fidelity scores the search or val split, not {self.split!r}")
+        check_quantization(self.quantize)
 
     @property
     def key(self) -> str:
         """A short name, unique per fidelity (the cache keys scores by it)."""
-        return f"{self.split}:{self.calib_batches}x{self.images or 'all'}#{self.draw}"
+        quantized = f":{self.quantize}" if self.quantize else ""  # float keys as they have always been
+        return f"{self.split}:{self.calib_batches}x{self.images or 'all'}#{self.draw}{quantized}"
 
     def describe(self) -> str:
         images = f"{self.images} images" if self.images else "every image"
         draw = f", draw {self.draw}" if self.draw else ""
-        return f"{images} of the {self.split} split, BatchNorm recalibrated on {self.calib_batches} batches{draw}"
+        quantized = f", quantized to {self.quantize}" if self.quantize else ""
+        calibrated = f"BatchNorm recalibrated on {self.calib_batches} batches"
+        return f"{images} of the {self.split} split, {calibrated}{draw}{quantized}"
+
+    def to_dict(self) -> dict:
+        """As plain data; ``quantize`` only when set (float fidelities are written as they always were)."""
+        data = dataclasses.asdict(self)
+        if data["quantize"] is None:
+            del data["quantize"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Fidelity:
@@ -168,7 +182,9 @@ class SubnetEvaluator:
         if key not in self.cache:
             calib, scored = self._loaders(fidelity)
             with torch.no_grad():
-                self.cache[key] = subnet_accuracy(self.net, arch, calib, scored, self.device)
+                self.cache[key] = subnet_accuracy(
+                    self.net, arch, calib, scored, self.device, quantize=fidelity.quantize
+                )
         return self.cache[key]
 
 
@@ -224,7 +240,7 @@ class DiskCache:
         self.archs[arch.digest] = arch.to_dict()
         record = {"digest": arch.digest, "accuracy": accuracy, "context": self.context, "arch": arch.to_dict()}
         if key != arch.digest:
-            record.update(key=key, fidelity=dataclasses.asdict(fidelity) if fidelity else None)
+            record.update(key=key, fidelity=fidelity.to_dict() if fidelity else None)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 

@@ -51,10 +51,21 @@ class FinalScoring:
     )
     noise_networks: int = setting(3, low=0, help="best candidates scored at other draws to measure score noise")
     noise_draws: int = setting(2, low=1, help="other draws of calibration and scored images per noise network")
+    final_quantize: str | None = setting(
+        None,
+        choices=(None, "int8"),
+        help="int8: finalists are scored quantized (PT2E int8, calibrated on their BatchNorm images), so the "
+        "choice counts what quantization costs each of them",
+    )
 
     def fidelity(self, search: Fidelity, draw: int) -> Fidelity:
         """The finalists' fidelity at ``draw``."""
-        return Fidelity(self.final_calib_batches or 2 * search.calib_batches, self.final_images, draw)
+        calib_batches = self.final_calib_batches or 2 * search.calib_batches
+        return Fidelity(calib_batches, self.final_images, draw, quantize=self.final_quantize)
+
+    def recorded(self) -> dict[str, Any]:
+        """As a run records it: ``final_quantize`` only when set, so that runs of earlier versions resume."""
+        return {k: v for k, v in asdict(self).items() if not (k == "final_quantize" and v is None)}
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,7 @@ class SearchResult:
     lines: tuple[str, ...]  # the strategy's own lines
     record: dict[str, Any]  # the strategy's own fields
     context: dict[str, Any] = field(default_factory=dict)  # latency source and interval, sizes, provenance
+    final_quantize: str | None = None  # the finalists were scored quantized (int8)
 
     def to_dict(self) -> dict[str, Any]:
         """``result.json``: the strategy's own fields first (the keys earlier versions wrote stay)."""
@@ -144,6 +156,7 @@ class SearchResult:
             "strategy_choice": self.strategy_choice.digest,
             "strategy_choice_arch": self.strategy_choice.to_dict(),
             **self.context,
+            **({"final_quantize": self.final_quantize} if self.final_quantize else {}),
         }
 
     def summary_lines(self) -> list[str]:
@@ -161,7 +174,8 @@ class SearchResult:
         lines.append(f"arch         {self.run}/arch.yaml  (digest {self.arch.digest}; {how})")
         top1 = f"top-1        {100 * self.accuracy:.2f}% on the search split"
         if self.finalists:
-            top1 += f" at the finalists' fidelity (search score {100 * self.search_accuracy:.2f}%)"
+            quantized = f", quantized to {self.final_quantize}" if self.final_quantize else ""
+            top1 += f" at the finalists' fidelity{quantized} (search score {100 * self.search_accuracy:.2f}%)"
         lines.append(top1)
         noise = f"noise        one search score ±{100 * self.noise.sd:.2f} (sd" if self.noise.sd is not None else ""
         if noise:
@@ -252,6 +266,7 @@ def finalize(context: SearchContext, outcome: StrategyOutcome, scoring: FinalSco
             "train_img_size": context.config.train_img_size,  # the supernet trained and scores at
             "provenance": context.clock.summary(),
         },
+        final_quantize=scoring.final_quantize if finalists else None,
     )
     tolerance = context.config.strategy_options.get("tolerance")
     picture = SearchPicture(

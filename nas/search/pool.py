@@ -9,7 +9,6 @@ search's result does not depend on failures.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -123,7 +122,7 @@ class EvaluatorPool:
         keys = {a.digest: cache_key(a, fidelity, self.fidelity) for a in archs}
         todo = [a for a in dict.fromkeys(archs) if keys[a.digest] not in known]
         if todo:
-            wire = None if fidelity == self.fidelity else dataclasses.asdict(fidelity)
+            wire = None if fidelity == self.fidelity else fidelity.to_dict()
             # Results are lazy and in order: each lands in the cache as it arrives, so a search killed in a
             # long batch (greedy's full step: every shrink) loses only the evaluations in flight.
             if self.local is not None:
@@ -158,7 +157,7 @@ class EvaluatorPool:
             return self.local.images(fidelity)
         import ray
 
-        return ray.get(self.actors[0].scored_images.remote(dataclasses.asdict(fidelity)))
+        return ray.get(self.actors[0].scored_images.remote(fidelity.to_dict()))
 
     def evaluated(self) -> list[tuple[ArchConfig, float]]:
         """Every sub-network scored at the search's fidelity in this run, with its accuracy, in the order scored."""
