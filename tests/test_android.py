@@ -207,3 +207,25 @@ def test_a_bad_runner_log_is_one_line(tmp_path, capsys, log, fragment):
     assert main(["import-table", str(path), "--manifest", str(manifest), "--refit"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0]
+
+
+def test_a_softmax_after_a_convolution_is_computed_on_the_right_axis():
+    """ExecuTorch 1.5's XNNPACK delegate applies a softmax that follows a convolution over the channels of its
+    channels-last layout (EfficientFormerV2's talking-head attention came out 0.4 off on a trained network): such
+    a softmax is left to the portable kernels, which compute it as PyTorch does."""
+
+    class TalkingHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mix = torch.nn.Conv2d(8, 8, 1)
+
+        def forward(self, attn):
+            return (self.mix(attn) + 1.0).softmax(dim=-1)
+
+    torch.manual_seed(0)
+    module, x = TalkingHeads().eval(), torch.randn(1, 8, 4, 4)
+    lowered = lower(module, x)
+    with torch.no_grad():
+        expected = module(x)
+    assert (Program(lowered.program)(x) - expected).abs().max() <= 1e-5
+    assert "aten__softmax_default" in lowered.fallback and "aten_convolution_default" in lowered.delegated

@@ -88,6 +88,41 @@ class Lowered:
         return {"xnnpack_subgraphs": self.subgraphs, "delegated": dict(self.delegated), "fallback": dict(self.fallback)}
 
 
+#: Operators that keep a convolution's channels-last layout inside XNNPACK (elementwise): a softmax fed by a
+#: convolution through them sees the layout the convolution left.
+_LAYOUT_KEEPING = ("add", "sub", "mul", "div", "relu", "gelu", "hardtanh", "clamp", "sigmoid", "batch_norm")
+
+
+def _fed_by_convolution(node: torch.fx.Node, depth: int = 4) -> bool:
+    """Whether ``node``'s input comes from a convolution, directly or through elementwise operators."""
+    for source in node.all_input_nodes:
+        target = str(source.target)
+        if "convolution" in target:
+            return True
+        if depth and any(op in target for op in _LAYOUT_KEEPING) and _fed_by_convolution(source, depth - 1):
+            return True
+    return False
+
+
+@functools.cache
+def partitioner_configs() -> list:
+    """XNNPACK's partitioner configurations, less one case it gets wrong: a softmax fed by a convolution.
+
+    ExecuTorch 1.5's XNNPACK delegate keeps a convolution's output channels-last (NHWC) and applies a
+    following softmax over the last axis of that layout, the channels, instead of the last axis of the
+    tensor: EfficientFormerV2's attention (talking-head 1x1 convolution, then softmax over the keys) came
+    out of its program 0.4 from PyTorch on a trained network. Such a softmax is left to the portable
+    kernels, which compute it on the tensor as PyTorch does; every other softmax stays in XNNPACK."""
+    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+    from executorch.backends.xnnpack.partition.config.generic_node_configs import SoftmaxConfig
+
+    class SoftmaxNotAfterConvolution(SoftmaxConfig):
+        def check_constraints(self, node: torch.fx.Node, ep) -> bool:
+            return not _fed_by_convolution(node) and super().check_constraints(node, ep)
+
+    return [SoftmaxNotAfterConvolution if c is SoftmaxConfig else c for c in ALL_PARTITIONER_CONFIGS]
+
+
 def lower(module: nn.Module, example: torch.Tensor) -> Lowered:
     """Export ``module`` on ``example`` (batch 1, float32), lower it to XNNPACK and serialise it."""
     require_executorch()
@@ -101,7 +136,7 @@ def lower(module: nn.Module, example: torch.Tensor) -> Lowered:
         # cache is an attribute, not a buffer. The cached value is what the program bakes in.
         warnings.simplefilter("ignore", UserWarning)
         exported = torch.export.export(module, (example,))
-        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner(configs=partitioner_configs())])
         info = get_delegation_info(edge.exported_program().graph_module)
         program = edge.to_executorch().buffer
     ops = {k: v for k, v in info.delegation_by_operator.items() if k not in _STRUCTURAL}
