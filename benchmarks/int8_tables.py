@@ -66,7 +66,7 @@ def main() -> None:
         "code": code_version(),
     }
     lines = [
-        f"{args.networks} random sub-networks of {f.space} at {f.img_size} px (seed {args.seed}), priced by both tables",
+        f"{args.networks} random sub-networks of {f.space} at {f.img_size} px (seed {args.seed}), priced by both",
         f"Kendall tau, float ranking against int8 ranking: {tau:.3f} (p = {p_value:.2g})",
         f"whole-network int8 speed-up (float / int8 table sum): median {statistics.median(whole):.2f}x "
         f"(range {min(whole):.2f}x to {max(whole):.2f}x)",
