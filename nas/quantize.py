@@ -16,7 +16,6 @@ Two schemes, one per runtime:
 from __future__ import annotations
 
 import copy
-import logging
 import warnings
 from collections import Counter
 from collections.abc import Iterable
@@ -30,8 +29,6 @@ from nas.core.errors import NasError
 from nas.data import eval_loader
 from nas.data.source import balanced_indices, load_splits
 from nas.latency.xnnpack import require_executorch
-
-log = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("int8",)
 #: PT2E's scheme, recorded in tables and export reports.

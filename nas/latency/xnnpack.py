@@ -178,11 +178,15 @@ class Program:
         return self._method.execute([x.contiguous()])[0]
 
 
+def _check_pte(out: Path) -> None:
+    if out.suffix != ".pte":
+        raise NasError(f"{out}: an ExecuTorch program is a .pte file; name the output NAME.pte")
+
+
 def export_executorch(model: nn.Module, img_size: int, out: Path, tolerance: float = 1e-4) -> dict:
     """Write ``model`` as an XNNPACK ``.pte`` at ``out`` (atomically) after checking, in the runtime
     here, that its logits match PyTorch's within ``tolerance``; return the difference and the operators."""
-    if out.suffix != ".pte":
-        raise NasError(f"{out}: an ExecuTorch program is a .pte file; name the output NAME.pte")
+    _check_pte(out)
     model = model.eval()
     x = torch.randn(1, 3, img_size, img_size, generator=torch.Generator().manual_seed(0))
     lowered = lower(model, x)
@@ -208,8 +212,7 @@ def export_executorch_int8(
     (atomically) after checking, in the runtime here, that on each of ``check_images`` (real images, one
     at a time) its logits match the graph's in PyTorch within ``tolerance`` of the largest logit; return
     the differences and operators, and the loaded program (to score it)."""
-    if out.suffix != ".pte":
-        raise NasError(f"{out}: an ExecuTorch program is a .pte file; name the output NAME.pte")
+    _check_pte(out)
     lowered = lower(quantized, check_images[:1])
     program = Program(lowered.program)
     worst_abs = worst_relative = 0.0
