@@ -285,6 +285,29 @@ def test_a_study_of_another_objective_or_target_is_refused(tmp_path):
     assert len(records) == 3
 
 
+def test_a_study_records_its_objective_in_one_write_and_reads_the_two_attributes_of_earlier_versions(tmp_path):
+    """Two processes opening one new study: written as two attributes, the second process could read
+    the objective without its target and refused the study (CI, stop 66)."""
+    import optuna
+
+    from nas.search.optuna_nsga import open_study
+
+    storage = f"sqlite:///{tmp_path / 'a.db'}"
+    open_study(storage, "s", 0, Objective("params", 5e6))
+    attrs = optuna.load_study(study_name="s", storage=storage).user_attrs
+    assert attrs == {"objective": {"name": "params", "target": 5e6}}
+    open_study(storage, "s", 1, Objective("params", 5e6))  # the same objective: continued
+    with pytest.raises(NasError, match="holds params 5e.06, not latency 2"):
+        open_study(storage, "s", 0, Objective("latency", 2.0))
+
+    earlier = optuna.create_study(study_name="old", storage=storage, directions=["maximize", "minimize"])
+    earlier.set_user_attr("objective", "latency")
+    earlier.set_user_attr("target", 1.5)
+    open_study(storage, "old", 0, Objective("latency", 1.5))
+    with pytest.raises(NasError, match="holds latency 1.5, not latency 1.2"):
+        open_study(storage, "old", 0, Objective("latency", 1.2))
+
+
 def test_optuna_search_with_objective_params_and_a_device_optimises_parameters(tiny_supernet, tmp_path, capsys):
     """The bug: ``--objective params --device iphone12`` optimised latency and ignored the target."""
     space = load_space("efficientformerv2-tiny")

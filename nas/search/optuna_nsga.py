@@ -80,24 +80,37 @@ def open_study(storage: str, study_name: str, seed: int, objective: Objective, p
 
 def _check_objective(study, objective: Objective, storage: str, study_name: str) -> None:
     """Record ``objective`` in a new study; refuse a study of another objective or target (or of an
-    earlier version, which recorded none and may have optimised latency whatever the objective)."""
-    wanted = {"objective": objective.name, "target": objective.target}
-    saved = {key: study.user_attrs.get(key) for key in wanted}
+    earlier version, which recorded none and may have optimised latency whatever the objective).
+
+    The objective and its target are one user attribute, written at once: written as two, a second
+    process opening the study between the writes read a half-recorded study and was refused."""
+    wanted = {"name": objective.name, "target": objective.target}
+    saved = _recorded_objective(study)
+    if saved is None and not study.get_trials(deepcopy=False):
+        study.set_user_attr("objective", wanted)
+        saved = _recorded_objective(study)  # two new processes racing: the last write holds
     if saved == wanted:
         return
-    if all(v is None for v in saved.values()) and not study.get_trials(deepcopy=False):
-        for key, value in wanted.items():
-            study.set_user_attr(key, value)
-        return
     held = (
-        f"{saved['objective']} {saved['target']:g}"
-        if None not in saved.values()
+        f"{saved['name']} {saved['target']:g}"
+        if saved is not None
         else "trials that record no objective (an earlier version of nas)"
     )
     raise NasError(
         f"--storage {storage}: study {study_name} holds {held}, not {objective.name} {objective.target:g}; "
         "choose another --study-name or --storage"
     )
+
+
+def _recorded_objective(study) -> dict | None:
+    """``{"name", "target"}`` as the study records it (earlier versions wrote two attributes, read still)."""
+    attrs = study.user_attrs
+    saved = attrs.get("objective")
+    if isinstance(saved, dict):
+        return saved
+    if saved is not None and attrs.get("target") is not None:
+        return {"name": saved, "target": attrs["target"]}
+    return None
 
 
 def violation(objective: Objective, value: float) -> float:
