@@ -145,13 +145,7 @@ class ElasticAttention2d(Elastic, Attention2d):
     several sub-networks and devices may share the module).
     """
 
-    elastic_children = {
-        "q": ElasticConvNorm,
-        "k": ElasticConvNorm,
-        "v": ElasticConvNorm,
-        "proj": ElasticConvNorm,
-        "stride_conv": ElasticConvNorm,
-    }
+    elastic_children = dict.fromkeys(("q", "k", "v", "proj", "stride_conv"), ElasticConvNorm)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape

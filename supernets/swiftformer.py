@@ -117,12 +117,7 @@ class ElasticLocalRepresentation(Elastic, LocalRepresentation):
 class ElasticAdditiveAttention(Elastic, EfficientAdditiveAttention):
     """Efficient additive attention on an elastic width (token dim = width, one head)."""
 
-    elastic_children = {
-        "to_query": ElasticLinear,
-        "to_key": ElasticLinear,
-        "proj": ElasticLinear,
-        "final": ElasticLinear,
-    }
+    elastic_children = dict.fromkeys(("to_query", "to_key", "proj", "final"), ElasticLinear)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape

@@ -205,3 +205,11 @@ def test_a_search_priced_in_int8_scores_its_finalists_quantized(tmp_path, monkey
     assert result["final_quantize"] == "int8" and len(result["finalists"]) == 2
     cached = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
     assert any(str(row.get("key", "")).endswith(":int8") for row in cached)
+
+
+def test_the_command_line_offers_the_quantizations_the_library_knows():
+    """The parsers name the choices without importing torch; they must not drift from the library's."""
+    from nas.cli.common import QUANTIZE_CHOICES
+    from nas.quantize import QUANTIZATIONS
+
+    assert QUANTIZE_CHOICES == QUANTIZATIONS

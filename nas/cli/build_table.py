@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from nas.cli.common import add_common, emit, image_size, positive_int
+from nas.cli.common import add_common, add_device_arg, add_input_args, add_quantize_arg, emit, positive_int
 from nas.latency import DEVICES
 
 log = logging.getLogger(__name__)
@@ -22,20 +22,15 @@ def add_parser(sub) -> None:
         "by a cost model fitted to published latencies, labelled as such (an int8 phone has none: its table "
         "is timed on it, nas export-blocks --quantize int8).",
     )
-    p.add_argument(
-        "--device", required=True, metavar="{" + ",".join(DEVICES) + "}", help=f"one of {', '.join(DEVICES)}"
-    )
+    add_device_arg(p, list(DEVICES))
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
-    p.add_argument("--img-size", type=image_size, default=224, help="input side the blocks are timed at")
-    p.add_argument("--num-classes", type=positive_int, default=1000, help="classifier outputs of the priced head")
+    add_input_args(p, "input side the blocks are timed at", "classifier outputs of the priced head", 224, 1000)
     p.add_argument("--out", help="where to write the table (default: latency_tables/DEVICE/SPACE-SIZE.json)")
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads while timing (default: 1)")
     p.add_argument("--repeats", type=positive_int, default=20, help="minimum timed runs per block (default: 20)")
     p.add_argument("--resume", action="store_true", help="finish a partial table left by an interrupted build")
-    p.add_argument(
-        "--quantize",
-        choices=("int8",),
-        help="int8: the device's int8 twin (xnnpack -> xnnpack-int8): every block quantized before it is timed",
+    add_quantize_arg(
+        p, "int8: the device's int8 twin (xnnpack -> xnnpack-int8): every block quantized before it is timed"
     )
     add_common(p)
     p.set_defaults(handler=run)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, image_size, nonneg_int, positive_int
+from nas.cli.common import add_common, add_device_arg, emit, image_size, nonneg_int, positive_int
 from nas.core.errors import NasError
+from nas.latency.devices import local_devices
 
 
 def add_parser(sub) -> None:
@@ -16,12 +17,7 @@ def add_parser(sub) -> None:
         description="Times the named members and a few random sub-networks end to end and "
         "compares them with the table's sums (median absolute percentage error).",
     )
-    p.add_argument(
-        "--device",
-        required=True,
-        metavar="{cpu,onnxruntime-cpu,cuda,xnnpack,xnnpack-int8}",
-        help="a local device: cpu, onnxruntime-cpu, cuda, xnnpack or xnnpack-int8",
-    )
+    add_device_arg(p, local_devices(), "a local device:")
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
     p.add_argument("--img-size", type=image_size, default=224, help="input side the networks are timed at")
     p.add_argument("--table", help="table file (default: the device's table for the space)")

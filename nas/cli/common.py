@@ -115,6 +115,62 @@ def add_training_args(parser: argparse.ArgumentParser, default_run: str, superne
     add_common(parser)
 
 
+def add_device_arg(parser: argparse.ArgumentParser, devices: list[str], what: str = "one of") -> None:
+    """A required ``--device`` among ``devices`` (names from ``nas.latency.devices``), listed in the usage
+    and the help (``what`` opens the list: "one of", "a local device:")."""
+    parser.add_argument(
+        "--device", required=True, metavar="{" + ",".join(devices) + "}", help=f"{what} {', '.join(devices)}"
+    )
+
+
+def add_price_size_arg(
+    parser: argparse.ArgumentParser,
+    default: str = "the size the supernet trained at",
+    resumed: str | None = None,
+    flag: str = "--price-size",
+) -> None:
+    """The input size a command prices MES, MACs and latency at (``flag``; a study's ``--img-size`` is
+    the size its networks train at); ``resumed`` names what keeps the size it recorded when resumed."""
+    kept = f"; a resumed {resumed} keeps the size it recorded" if resumed else ""
+    trains = "; --img-size is the size the networks train at" if flag == "--price-size" else ""
+    parser.add_argument(
+        flag, type=image_size, help=f"input size MES, MACs and latency are priced at (default: {default}{kept}{trains})"
+    )
+
+
+def add_input_args(
+    parser: argparse.ArgumentParser,
+    img_help: str,
+    classes_help: str,
+    img_default: int | None = None,
+    classes_default: int | None = None,
+) -> None:
+    """``--img-size`` and ``--num-classes``: the input side and the classifier outputs of what the command
+    builds, exports, times or prices (each command's help says its default and where it comes from)."""
+    parser.add_argument("--img-size", type=image_size, default=img_default, help=img_help)
+    parser.add_argument("--num-classes", type=positive_int, default=classes_default, help=classes_help)
+
+
+#: What ``--quantize`` and ``--final-quantize`` accept (``nas.quantize.QUANTIZATIONS``, not imported: the
+#: parsers load no torch).
+QUANTIZE_CHOICES = ("int8",)
+
+
+def add_quantize_arg(parser: argparse.ArgumentParser, help: str, flag: str = "--quantize") -> None:  # noqa: A002
+    """The int8 switch of a command that builds, exports or scores networks (docs/how-to/ship-int8.md)."""
+    parser.add_argument(flag, choices=QUANTIZE_CHOICES, help=help)
+
+
+def run_training(train: Any, request: Any, json_output: bool, summary: Any) -> int:
+    """``train(request)`` (a :class:`nas.train.loop.TrainingRequest`), then its run folder and the lines
+    ``summary(result)`` (or the result as JSON) on the main process of a torchrun job; the others get an
+    empty result and print nothing. Returns the exit code."""
+    result = train(request)
+    if result:
+        emit(result, json_output, [f"run          {request.run}", *summary(result)])
+    return 0
+
+
 def request_from_args(request_type: type, args: argparse.Namespace, **given: Any) -> Any:
     """A ``request_type`` dataclass (a command's request) with the ``given`` fields as passed and every
     other field read from the option of the same name; a field no option names keeps its default.
@@ -148,9 +204,10 @@ TARGET_UNITS = (
 )
 
 
-def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = False) -> None:
+def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = False, band: bool = False) -> None:
     """The budget a command searches or draws at (``search``, ``sample``, ``headroom``): the objective, its
-    target (``several_targets``: one or more, a family search) and the device whose latency table prices it."""
+    target (``several_targets``: one or more, a family search), the device whose latency table prices it
+    and, with ``band``, the band around the target it draws in (``--tolerance``)."""
     parser.add_argument(
         "--objective", required=True, metavar="{" + ",".join(OBJECTIVES) + "}", help=f"one of {', '.join(OBJECTIVES)}"
     )
@@ -172,6 +229,15 @@ def add_budget_args(parser: argparse.ArgumentParser, several_targets: bool = Fal
             help=TARGET_UNITS,
         )
     parser.add_argument("--device", help="latency table device (needed for mes and latency)")
+    if band:
+        add_tolerance_arg(parser)
+
+
+def add_tolerance_arg(parser: argparse.ArgumentParser) -> None:
+    """``--tolerance``: the relative band around the target that random networks are drawn in."""
+    parser.add_argument(
+        "--tolerance", type=fraction, default=0.05, help="relative band around the target (default 0.05)"
+    )
 
 
 def add_study_args(parser: argparse.ArgumentParser, what: str) -> None:

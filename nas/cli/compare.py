@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 
 from nas.cli.common import (
+    add_price_size_arg,
     add_study_args,
+    add_tolerance_arg,
     emit,
-    fraction,
-    image_size,
     nonneg_int,
     positive_float,
     positive_int,
@@ -83,13 +83,7 @@ def add_parser(sub) -> None:
         help=f"budget to match: one of {', '.join(OBJECTIVES)} (default: the search's, or mes)",
     )
     p.add_argument("--device", help="latency table device (default: the search's)")
-    p.add_argument(
-        "--price-size",
-        type=image_size,
-        help="input size MES, MACs and latency are priced at (default: the size the supernet trained at, else "
-        "the recipe's img_size, the size the networks train at; a resumed comparison keeps the size it "
-        "recorded; --img-size is the training size)",
-    )
+    add_price_size_arg(p, "the size the supernet trained at, else the recipe's img_size", resumed="comparison")
     p.add_argument(
         "--target",
         type=positive_float,
@@ -98,7 +92,7 @@ def add_parser(sub) -> None:
         "with the search's target, comparisons of two networks searched to it draw in one band and share "
         "their random networks (--random-from)",
     )
-    p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
+    add_tolerance_arg(p)
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     p.add_argument("--data", help="image folder (default: the data of the search's supernet; else digits)")
     p.add_argument(

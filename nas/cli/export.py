@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, image_size, positive_int
+from nas.cli.common import add_common, add_input_args, add_quantize_arg, emit, positive_int
 
 
 def add_parser(sub) -> None:
@@ -31,15 +31,15 @@ def add_parser(sub) -> None:
         "initialised from --seed); its architecture, input size and class count are the defaults",
     )
     p.add_argument("--space", help="search space the ARCH belongs to")
-    p.add_argument(
-        "--img-size", type=image_size, help="input side of the exported network (default: the checkpoint's, else 224)"
+    add_input_args(
+        p,
+        "input side of the exported network (default: the checkpoint's, else 224)",
+        "classifier outputs (default: the checkpoint's, else 1000)",
     )
-    p.add_argument("--num-classes", type=positive_int, help="classifier outputs (default: the checkpoint's, else 1000)")
     q = p.add_argument_group("int8 (docs/how-to/ship-int8.md)")
-    q.add_argument(
-        "--quantize",
-        choices=("int8",),
-        help="int8: for executorch, static int8 weights and activations (PT2E, XNNPACK's quantizer) calibrated on "
+    add_quantize_arg(
+        q,
+        "int8: for executorch, static int8 weights and activations (PT2E, XNNPACK's quantizer) calibrated on "
         "--calibration; for coreml, 8-bit weights (coremltools' linear quantization)",
     )
     q.add_argument(

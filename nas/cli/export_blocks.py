@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, image_size, positive_int
+from nas.cli.common import add_common, add_input_args, add_quantize_arg, emit, positive_int
 
 
 def add_parser(sub) -> None:
@@ -38,16 +38,14 @@ def add_parser(sub) -> None:
         help="a run folder or checkpoint (nas train or train-supernet) whose input size and class count the "
         "blocks and networks take",
     )
-    p.add_argument("--img-size", type=image_size, help="input side of the exported blocks (default: --run's, else 224)")
-    p.add_argument(
-        "--num-classes",
-        type=positive_int,
-        help="classifier outputs of the exported networks (default: --run's, else 1000)",
+    add_input_args(
+        p,
+        "input side of the exported blocks (default: --run's, else 224)",
+        "classifier outputs of the exported networks (default: --run's, else 1000)",
     )
-    p.add_argument(
-        "--quantize",
-        choices=("int8",),
-        help="int8: every block and network quantized (PT2E, XNNPACK's quantizer), for pixel6: the table imported "
+    add_quantize_arg(
+        p,
+        "int8: every block and network quantized (PT2E, XNNPACK's quantizer), for pixel6: the table imported "
         "from its timings is pixel6-int8's",
     )
     p.add_argument("--no-networks", action="store_true", help="blocks only, no whole named members")

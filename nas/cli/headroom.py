@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_budget_args, add_study_args, emit, fraction, image_size, positive_int, study_request
+from nas.cli.common import add_budget_args, add_price_size_arg, add_study_args, emit, positive_int, study_request
 
 
 def add_parser(sub) -> None:
@@ -20,8 +20,7 @@ def add_parser(sub) -> None:
         "and the trainings that match (docs/how-to/headroom.md).",
     )
     p.add_argument("--space", required=True, help="search space (name or YAML path)")
-    add_budget_args(p)
-    p.add_argument("--tolerance", type=fraction, default=0.05, help="relative budget band (default 0.05)")
+    add_budget_args(p, band=True)
     p.add_argument("--networks", type=positive_int, default=4, help="random networks to draw (default 4)")
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per network (default 2)")
     p.add_argument(
@@ -30,9 +29,7 @@ def add_parser(sub) -> None:
         default=5,
         help="random networks the comparison to come will train: the margin it needs (default 5)",
     )
-    p.add_argument(
-        "--price-size", type=image_size, help="input size cost is priced at (default: the recipe's img_size)"
-    )
+    add_price_size_arg(p, "the recipe's img_size")
     p.add_argument("--recipe", default="demo", help="recipe name in search_configs/recipes/ or a YAML path")
     p.add_argument("--data", help="image folder (default: scikit-learn's digits)")
     p.add_argument("--out", required=True, help="the pilot's folder")

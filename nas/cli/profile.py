@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, emit, image_size, positive_int
+from nas.cli.common import add_common, add_input_args, emit
 from nas.core.errors import NasError
 
 
@@ -25,15 +25,10 @@ def add_parser(sub) -> None:
         help="search space (name or YAML path); default: the one that names ARCH, "
         "or the family's default space for a YAML",
     )
-    p.add_argument(
-        "--img-size",
-        type=image_size,
-        help="input height and width (default: the size the search that wrote ARCH priced at, else 224)",
-    )
-    p.add_argument(
-        "--num-classes",
-        type=positive_int,
-        help="classifier outputs (default: the classes of the run that wrote ARCH, else 1000)",
+    add_input_args(
+        p,
+        "input height and width (default: the size the search that wrote ARCH priced at, else 224)",
+        "classifier outputs (default: the classes of the run that wrote ARCH, else 1000)",
     )
     add_common(p)
     p.set_defaults(handler=run)

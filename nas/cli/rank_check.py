@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from nas.cli.common import add_study_args, emit, image_size, nonneg_int, positive_int, study_request
+from nas.cli.common import add_price_size_arg, add_study_args, emit, nonneg_int, positive_int, study_request
 from nas.config.recipe import load_recipe, recipe_from_args
 
 
@@ -32,12 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--full-n", type=nonneg_int, default=0, help="networks also trained with --full-recipe")
     p.add_argument("--data", help="image folder (default: the supernet's data)")
     p.add_argument("--device", help="latency table device (adds the latency ranking; spreads by latency)")
-    p.add_argument(
-        "--price-size",
-        type=image_size,
-        help="input size latency and MACs are priced at (default: the size the supernet trained at; a resumed "
-        "study keeps the size it recorded; --img-size is the size the networks train at)",
-    )
+    add_price_size_arg(p, resumed="study")
     p.add_argument("--out", help="output folder (default: runs/rank-check-N)")
     p.add_argument(
         "--scratch-from",

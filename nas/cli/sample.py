@@ -6,14 +6,7 @@ import argparse
 import random
 from pathlib import Path
 
-from nas.cli.common import (
-    add_budget_args,
-    add_common,
-    emit,
-    fraction,
-    image_size,
-    positive_int,
-)
+from nas.cli.common import add_budget_args, add_common, add_input_args, emit, positive_int
 from nas.core.atomic_files import write_text_atomic
 from nas.core.typed_yaml import dump_yaml
 
@@ -28,7 +21,7 @@ def add_parser(sub) -> None:
         "writes them as arch YAMLs.",
     )
     p.add_argument("--space", help="search space (default: the --supernet run's; one of the two is needed)")
-    add_budget_args(p)
+    add_budget_args(p, band=True)
     p.add_argument(
         "--supernet",
         help="run folder of `nas train-supernet`: sample its space, priced as `nas search` prices it (at the "
@@ -39,20 +32,13 @@ def add_parser(sub) -> None:
         help="the recipe the samples will be trained with (name or YAML path): they are priced at its img_size "
         "when there is no --supernet",
     )
-    p.add_argument(
-        "--img-size",
-        type=image_size,
-        help="input size MES, MACs and latency are priced at (default: the size the --supernet trained at, "
+    add_input_args(
+        p,
+        "input size MES, MACs and latency are priced at (default: the size the --supernet trained at, "
         "else the --recipe's img_size, else 224)",
-    )
-    p.add_argument(
-        "--num-classes",
-        type=positive_int,
-        help="classifier outputs the parameters are counted with (default: the --supernet's, else 1000; "
-        "10 for CIFAR-10)",
+        "classifier outputs the parameters are counted with (default: the --supernet's, else 1000; 10 for CIFAR-10)",
     )
     p.add_argument("-n", type=positive_int, default=5, help="how many (default 5)")
-    p.add_argument("--tolerance", type=fraction, default=0.05, help="relative band around the target (default 0.05)")
     p.add_argument("--out", required=True, help="folder for the arch YAMLs")
     add_common(p)
     p.set_defaults(handler=run)

@@ -10,8 +10,9 @@ import logging
 from nas.cli.common import (
     add_budget_args,
     add_common,
+    add_price_size_arg,
+    add_quantize_arg,
     emit,
-    image_size,
     nonneg_int,
     positive_int,
     request_from_args,
@@ -45,12 +46,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--supernet", required=True, help="run folder of `nas train-supernet`")
     add_budget_args(p, several_targets=True)
-    p.add_argument(
-        "--img-size",
-        type=image_size,
-        help="input size MES, MACs and latency are priced at (default: the size the supernet trained at; "
-        "a resumed search keeps the size it recorded)",
-    )
+    add_price_size_arg(p, resumed="search", flag="--img-size")
     p.add_argument("--space", help="check that the supernet's space is this one")
     p.add_argument("--run", help="search run folder (default: runs/search-OBJECTIVE-TARGET)")
     p.add_argument("--workers", type=nonneg_int, default=0, help="Ray workers (0: evaluate in this process)")
@@ -113,9 +109,9 @@ def add_parser(sub) -> None:
         "noise (default 3)",
     )
     p.add_argument("--noise-draws", type=positive_int, default=2, help="other draws per noise network (default 2)")
-    p.add_argument(
-        "--final-quantize",
-        choices=("int8",),
+    add_quantize_arg(
+        p,
+        flag="--final-quantize",
         help="int8: the finalists are scored quantized (PT2E int8 after their BatchNorm recalibration, on the same "
         "images), so the choice counts what quantization costs each; pair with an int8 table (--device xnnpack-int8)",
     )

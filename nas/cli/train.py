@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nas.cli.common import add_training_args, emit, training_request_fields
+from nas.cli.common import add_training_args, run_training, training_request_fields
 
 
 def add_parser(sub) -> None:
@@ -37,20 +37,19 @@ def run(args: argparse.Namespace) -> int:
     label, arch = space.resolve(args.arch)
     run_dir = args.run or f"runs/train-{Path(label).stem if label.endswith(('.yaml', '.yml')) else label}"
     request = FixedTrainingRequest(arch, label=label, space=space.name, **training_request_fields(args, run_dir))
-    result = train_fixed(request)
     recipe = request.recipe
-    if "top1" not in result:  # not the main process of a torchrun job
-        return 0
-    lines = [
-        f"run          {run_dir}",
-        f"arch         {label}  (digest {arch.digest}, space {space.name})",
-        f"steps        {result['step']} ({recipe.epochs} epochs planned, {result['train_images']} training images)",
-        f"params       {result['params'] / 1e6:.3f} M   MACs {result['macs'] / 1e6:.1f} M "
-        f"at {recipe.img_size}x{recipe.img_size}, {result['num_classes']} classes",
-        f"top-1        {100 * result['top1']:.2f}% on {result['val']} ({result['val_images']} images; "
-        f"chance {100 * result['chance']:.1f}%)",
-    ]
-    if "top1_ema" in result:
-        lines.append(f"top-1 (EMA)  {100 * result['top1_ema']:.2f}%")
-    emit(result, args.json, lines)
-    return 0
+
+    def summary(result: dict) -> list[str]:
+        lines = [
+            f"arch         {label}  (digest {arch.digest}, space {space.name})",
+            f"steps        {result['step']} ({recipe.epochs} epochs planned, {result['train_images']} training images)",
+            f"params       {result['params'] / 1e6:.3f} M   MACs {result['macs'] / 1e6:.1f} M "
+            f"at {recipe.img_size}x{recipe.img_size}, {result['num_classes']} classes",
+            f"top-1        {100 * result['top1']:.2f}% on {result['val']} ({result['val_images']} images; "
+            f"chance {100 * result['chance']:.1f}%)",
+        ]
+        if "top1_ema" in result:
+            lines.append(f"top-1 (EMA)  {100 * result['top1_ema']:.2f}%")
+        return lines
+
+    return run_training(train_fixed, request, args.json, summary)

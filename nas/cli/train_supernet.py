@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_training_args, emit, training_request_fields
+from nas.cli.common import add_training_args, run_training, training_request_fields
 from nas.core.errors import NasError
 from nas.core.families import family_names, get_family
 
@@ -36,16 +36,16 @@ def run(args: argparse.Namespace) -> int:
         raise NasError(f"space {space.name!r} is a {space.family} space, not {args.family}")
     run_dir = args.run or f"runs/supernet-{space.name}"
     request = SupernetTrainingRequest(space, **training_request_fields(args, run_dir))
-    result = train_supernet(request)
-    recipe = request.recipe
-    if "largest_top1" not in result:  # not the main process of a torchrun job
-        return 0
-    lines = [
-        f"run          {run_dir}",
-        f"steps        {result['step']} ({recipe.epochs} epochs planned)",
-        f"largest      top-1 {100 * result['largest_top1']:.1f}% on the search split ({result['search_split']} images)",
-        f"smallest     top-1 {100 * result['smallest_top1']:.1f}%  (chance {100 * result['chance']:.1f}%; "
-        "BatchNorm recalibrated)",
-    ]
-    emit(result, args.json, lines)
-    return 0
+    epochs = request.recipe.epochs
+    return run_training(
+        train_supernet,
+        request,
+        args.json,
+        lambda result: [
+            f"steps        {result['step']} ({epochs} epochs planned)",
+            f"largest      top-1 {100 * result['largest_top1']:.1f}% on the search split "
+            f"({result['search_split']} images)",
+            f"smallest     top-1 {100 * result['smallest_top1']:.1f}%  (chance {100 * result['chance']:.1f}%; "
+            "BatchNorm recalibrated)",
+        ],
+    )

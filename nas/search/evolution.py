@@ -35,7 +35,7 @@ from nas.core.errors import NasError
 from nas.core.space import SearchSpace
 from nas.core.typed_yaml import setting
 from nas.search.family import member_arch_path
-from nas.search.objective import SearchProblem
+from nas.search.objective import SearchProblem, band_tolerance
 from nas.search.predictor import AccuracyPredictor, RidgePredictor, kendall_tau
 from nas.search.sample import InBand, sample_distinct
 from nas.search.strategy import Scored, SearchContext, StrategyOutcome, register_strategy
@@ -54,13 +54,7 @@ class EvolutionOptions:
     crossover: float = setting(
         0.5, low=0, high=1, help="share of children bred by crossover of two parents; the rest by mutation of one"
     )
-    tolerance: float = setting(
-        0.05,
-        low=0,
-        high=1,
-        exclusive="low",
-        help="the band: the objective within this fraction of the target, on the side that meets it",
-    )
+    tolerance: float = band_tolerance()
     include: tuple[str, ...] = setting(
         (),
         help="networks of the first population: arch YAML files, member names or family members RUN@TARGET "

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from nas.core.arch import ArchConfig
 from nas.core.errors import NasError
 from nas.core.space import SearchSpace
+from nas.core.typed_yaml import setting
 from nas.metrics import count_params, mes
 from nas.search.command_choices import OBJECTIVES
 
@@ -149,3 +150,16 @@ def require_reachable(space: SearchSpace, cost: CostFn, objective: Objective, st
             f"{objective.name} target {objective.target:g} is out of reach: sub-networks of space "
             f"{space.name} span {objective.name} {lo:.4g} to {hi:.4g} ({objective.unit})"
         )
+
+
+def band_tolerance(anything_that_meets: bool = False):
+    """The ``tolerance`` option (``--set tolerance=F``) of a strategy that searches within a band around
+    the target; ``anything_that_meets``: ``null`` also allowed, for no band, only the target."""
+    note = " (null: anything that meets the target)" if anything_that_meets else ""
+    return setting(
+        0.05,
+        low=0,
+        high=1,
+        exclusive="low",
+        help=f"the band: the objective within this fraction of the target, on the side that meets it{note}",
+    )

@@ -21,7 +21,7 @@ from typing import Any
 
 from nas.core.errors import NasError
 from nas.core.typed_yaml import setting
-from nas.search.objective import Objective, SearchProblem
+from nas.search.objective import Objective, SearchProblem, band_tolerance
 from nas.search.sample import InBand, sample_distinct
 from nas.search.strategy import SearchContext, StrategyOutcome, register_strategy
 from nas.search.trials import trial_record, trials_outcome, write_trials
@@ -34,14 +34,7 @@ class RandomOptions:
     """``--strategy random``'s options (``--set key=value``)."""
 
     evaluations: int = setting(64, low=1, help="sub-networks drawn in the band and evaluated")
-    tolerance: float | None = setting(
-        0.05,
-        low=0,
-        high=1,
-        exclusive="low",
-        help="the band: the objective within this fraction of the target, on the side that meets it "
-        "(null: anything that meets the target)",
-    )
+    tolerance: float | None = band_tolerance(anything_that_meets=True)
 
 
 def random_search(
