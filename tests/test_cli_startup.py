@@ -109,3 +109,25 @@ def test_the_public_api_still_imports_from_the_lazy_packages():
     assert {ArchConfig, NasError, SearchSpace, TableHeader} and callable(table_path) and callable(tables_root)
     assert "iphone12" in DEVICES and set(nas.__all__) <= set(dir(nas))
     assert set(nas.latency.__all__) <= set(dir(nas.latency))
+
+
+def test_seed_is_shown_where_something_is_drawn_and_taken_everywhere():
+    """Issue 60: a report, a profile or a listing draws nothing, so its help does not offer --seed; it
+    still takes one (every command does), so scripts that pass it everywhere keep working."""
+    import argparse
+
+    from nas.cli.main import build_parser
+
+    def leaves(parser, prefix=()):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield " ".join(prefix), parser
+        for action in subs:
+            for name, sub in action.choices.items():
+                yield from leaves(sub, prefix + (name,))
+
+    drawn_nothing = {"report", "profile", "space show", "import-table", "data check"}
+    shown = {name: "--seed" in sub.format_help() for name, sub in leaves(build_parser())}
+    assert len(shown) == 18 and drawn_nothing <= shown.keys()
+    assert {name for name, has_seed in shown.items() if not has_seed} == drawn_nothing
+    assert build_parser().parse_args(["report", "runs/x", "--seed", "3"]).seed == 3

@@ -284,18 +284,20 @@ def test_sandwich_samples_within_a_parameter_band():
     from nas.train.supernet import SandwichRule
 
     space = load_space("efficientformerv2-tiny")
-    recipe = dataclasses.replace(load_recipe("demo"), img_size=32, sandwich_params_min=0.11, sandwich_params_max=0.16)
+    recipe = dataclasses.replace(
+        load_recipe("demo"), img_size=32, sandwich_params_low=1.1e5, sandwich_params_high=1.6e5
+    )
     trainer = SimpleNamespace(space=space, recipe=recipe, splits=SimpleNamespace(num_classes=10), seed=0)
     strategy = SandwichRule(trainer)
     drawn = [count_params(strategy.sample(), 32, 10) for _ in range(20)]
     assert all(0.11e6 <= p <= 0.16e6 for p in drawn) and len(set(drawn)) > 1  # uniform draws: 3% of them fall here
     again = SandwichRule(trainer)
     assert [count_params(again.sample(), 32, 10) for _ in range(20)] == drawn  # seeded
-    trainer.recipe = dataclasses.replace(recipe, sandwich_params_min=5.0, sandwich_params_max=6.0)
-    with pytest.raises(NasError, match="widen sandwich_params_min"):
+    trainer.recipe = dataclasses.replace(recipe, sandwich_params_low=5e6, sandwich_params_high=6e6)
+    with pytest.raises(NasError, match="widen sandwich_params_low"):
         SandwichRule(trainer).sample()
-    with pytest.raises(NasError, match="sandwich_params_min .* exceeds"):
-        dataclasses.replace(recipe, sandwich_params_min=0.3, sandwich_params_max=0.2).check("recipe")
+    with pytest.raises(NasError, match="sandwich_params_low .* exceeds"):
+        dataclasses.replace(recipe, sandwich_params_low=3e5, sandwich_params_high=2e5).check("recipe")
 
 
 def test_alpha_divergence_inplace_distillation(real_images, tmp_path):
@@ -419,3 +421,22 @@ def test_gradient_projection_prioritises_the_smaller_subnetworks(tmp_path, real_
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     fractions = [line["gradient_conflicts"] for line in lines if "loss" in line]
     assert fractions and all(0 <= f <= 1 for f in fractions) and any(f > 0 for f in fractions)
+
+
+def test_an_earlier_runs_band_in_millions_loads_as_parameter_counts():
+    """Issue 60: one unit per cost; the band's keys of earlier runs (millions) still load, as counts."""
+    from nas.config.recipe import recipe_from_saved
+    from nas.core.typed_yaml import read_yaml
+
+    saved = read_yaml(
+        Path(__file__).resolve().parents[1] / "docs/results/supernet-cifar10-v2-tiny-2ep-band800/config.yaml", "run"
+    )["recipe"]
+    assert (saved["sandwich_params_min"], saved["sandwich_params_max"]) == (0.11, 0.16)
+    recipe = recipe_from_saved(saved)
+    assert (recipe.sandwich_params_low, recipe.sandwich_params_high) == (110_000, 160_000)
+    from nas.runs.config import read_run_config
+
+    config = read_run_config(
+        Path(__file__).resolve().parents[1] / "docs/results/supernet-cifar10-v2-tiny-2ep-band800/config.yaml"
+    )
+    assert config.recipe == recipe

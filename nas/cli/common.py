@@ -34,10 +34,18 @@ def add_verbosity(parser: argparse.ArgumentParser, default: Any = argparse.SUPPR
     group.add_argument("-q", "--quiet", action="store_true", default=default, help="show no progress, log errors only")
 
 
-def add_common(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
-    """Add ``--seed``, ``-v`` and ``-q`` and, with ``json_output``, ``--json`` to ``parser``."""
+def add_common(parser: argparse.ArgumentParser, json_output: bool = True, draws: bool = True) -> None:
+    """Add ``--seed``, ``-v`` and ``-q`` and, with ``json_output``, ``--json`` to ``parser``.
+
+    A command that ``draws`` nothing (a report, a profile, a listing) still takes ``--seed``, as every
+    command does, so scripts that pass it everywhere keep working, but its help does not show it."""
     add_verbosity(parser)
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="random seed, 0 or more (default: 0)")
+    parser.add_argument(
+        "--seed",
+        type=nonneg_int,
+        default=0,
+        help="random seed, 0 or more (default: 0)" if draws else argparse.SUPPRESS,
+    )
     if json_output:
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 

@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
         "data", metavar="DATA", help="image folder with train/<class>/* (and val/ or test/), or a shard folder"
     )
     add_processes(check, "decoding")
-    add_common(check)
+    add_common(check, draws=False)
     check.set_defaults(handler=run_check)
     pack = actions.add_parser(
         "pack",

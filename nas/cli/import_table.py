@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
         help="calibrate the predictor to the network timings; with only networks timed (no block), the "
         "calibrated predicted table is the device's table",
     )
-    add_common(p)
+    add_common(p, draws=False)
     p.set_defaults(handler=run)
 
 

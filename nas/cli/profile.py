@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
         "input height and width (default: the size the search that wrote ARCH priced at, else 224)",
         "classifier outputs (default: the classes of the run that wrote ARCH, else 1000)",
     )
-    add_common(p)
+    add_common(p, draws=False)
     p.set_defaults(handler=run)
 
 

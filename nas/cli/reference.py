@@ -331,8 +331,8 @@ def recipe_reference() -> str:
         "```",
         "",
         "Ranges: `[a, b]` includes both ends, `(a, b)` excludes them. Rules that tie fields together: "
-        "`warmup_epochs` may not exceed `epochs`; `sandwich_params_min` may not exceed "
-        "`sandwich_params_max` when that is set; `teacher_checkpoint` needs `teacher`.",
+        "`warmup_epochs` may not exceed `epochs`; `sandwich_params_low` may not exceed "
+        "`sandwich_params_high` when that is set; `teacher_checkpoint` needs `teacher`.",
         "",
     ]
     lines += field_table(Recipe, lambda f: f.metadata.get("help", ""), flag=True, flag_only_supernet=SUPERNET_FIELDS)

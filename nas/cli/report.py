@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("run", metavar="RUN", help="a run folder of nas train-supernet, train, search, compare or demo")
     p.add_argument("--out", help="HTML file (default: RUN/report.html)")
-    add_common(p)
+    add_common(p, draws=False)
     p.set_defaults(handler=run)
 
 

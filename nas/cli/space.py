@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
         description=f"Shipped spaces: {', '.join(available_spaces())}.",
     )
     show.add_argument("space", metavar="SPACE", help="space name or YAML path")
-    add_common(show)
+    add_common(show, draws=False)
     show.set_defaults(handler=run_show)
 
 

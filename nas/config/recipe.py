@@ -116,14 +116,15 @@ class Recipe:
     sandwich_random: int = setting(
         2, low=0, help="random sub-networks per step besides the largest and the smallest (sandwich rule)"
     )
-    sandwich_params_min: float = setting(
+    # Parameter counts, as --target of --objective params (one unit per cost across options).
+    sandwich_params_low: float = setting(
         0.0,
         low=0,
-        help="lower end of the budget band the random sub-networks are drawn from, in millions of parameters "
+        help="lower end of the band the random sub-networks are drawn from: a parameter count such as 3e6 "
         "at img_size (AttentiveNAS: train where the search will look); 0 leaves it open",
     )
-    sandwich_params_max: float = setting(
-        0.0, low=0, help="upper end of that band, in millions of parameters; 0 leaves it open"
+    sandwich_params_high: float = setting(
+        0.0, low=0, help="upper end of that band: a parameter count such as 5e6; 0 leaves it open"
     )
     inplace_distill: bool = setting(True, help="the other sub-networks learn the largest sub-network's soft outputs")
     inplace_distill_divergence: str = setting(
@@ -197,10 +198,10 @@ class Recipe:
         """Rules that tie fields together (each field's own range is checked where it is read)."""
         if self.teacher_checkpoint and not self.teacher:
             raise NasError(f"{where}: teacher_checkpoint is set but teacher is not; give --teacher MODEL")
-        if self.sandwich_params_max and self.sandwich_params_min > self.sandwich_params_max:
+        if self.sandwich_params_high and self.sandwich_params_low > self.sandwich_params_high:
             raise NasError(
-                f"{where}: sandwich_params_min ({self.sandwich_params_min:g}) exceeds sandwich_params_max "
-                f"({self.sandwich_params_max:g})"
+                f"{where}: sandwich_params_low ({self.sandwich_params_low:g}) exceeds sandwich_params_high "
+                f"({self.sandwich_params_high:g})"
             )
         if self.warmup_epochs > self.epochs:
             raise NasError(f"{where}: warmup_epochs ({self.warmup_epochs:g}) exceeds epochs ({self.epochs})")
@@ -209,11 +210,28 @@ class Recipe:
 
 #: Recipe keys renamed since runs were written; a saved run's recipe still loads.
 RENAMED_KEYS = {"workers": "loader_workers"}
+#: Keys of earlier runs in millions of parameters, now parameter counts: old key -> (key, factor).
+RESCALED_KEYS = {
+    "sandwich_params_min": ("sandwich_params_low", 1e6),
+    "sandwich_params_max": ("sandwich_params_high", 1e6),
+}
+
+
+def saved_recipe_fields(data: dict) -> dict:
+    """A recipe mapping stored by any version (``config.yaml``, ``plan.json``, a checkpoint) with today's
+    keys: renamed keys under their new names, the band of earlier runs from millions to parameter counts."""
+    fields = {}
+    for key, value in data.items():
+        if key in RESCALED_KEYS:
+            key, factor = RESCALED_KEYS[key]
+            value = float(round(value * factor))
+        fields[RENAMED_KEYS.get(key, key)] = value
+    return fields
 
 
 def recipe_from_saved(data: dict) -> Recipe:
-    """The recipe stored in a run (``config.yaml``, a checkpoint or a Ray task), old key names included."""
-    return Recipe(**{RENAMED_KEYS.get(k, k): v for k, v in data.items()})
+    """The recipe stored in a run (``config.yaml``, a checkpoint or a Ray task), old keys included."""
+    return Recipe(**saved_recipe_fields(data))
 
 
 def available_recipes() -> list[str]:

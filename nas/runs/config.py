@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nas.config.recipe import RENAMED_KEYS, Recipe
+from nas.config.recipe import Recipe, saved_recipe_fields
 from nas.core.errors import NasError
 from nas.core.typed_yaml import REQUIRED, differences, from_mapping, read_yaml, setting
 
@@ -202,8 +202,9 @@ def run_config_from(data: Any, where: str | os.PathLike, cls: type | None = None
         cls = RUN_CONFIGS.get(data.get("command"))
         if cls is None:
             raise NasError(f"{where}: unknown run kind {data.get('command')!r}; known: {', '.join(RUN_CONFIGS)}")
-    if isinstance(data.get("recipe"), dict):
-        data = {**data, "recipe": {RENAMED_KEYS.get(k, k): v for k, v in data["recipe"].items()}}
+    for key in ("recipe", "full_recipe"):
+        if isinstance(data.get(key), dict):
+            data = {**data, key: saved_recipe_fields(data[key])}
     return from_mapping(cls, data, where)
 
 

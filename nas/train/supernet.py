@@ -2,7 +2,7 @@
 
 EfficientFormerV2 and SwiftFormer (EfficientFormerV2 §4.2.2, alg. 1): the sandwich rule. Every
 step runs the largest, the smallest and ``sandwich_random`` uniformly sampled sub-networks (drawn
-within a parameter band where the recipe sets ``sandwich_params_min``/``_max``, AttentiveNAS) on the
+within a parameter band where the recipe sets ``sandwich_params_low``/``_high``, AttentiveNAS) on the
 same batch, accumulates their gradients and takes one optimizer step. The largest learns from the
 labels (and a teacher, if any); by default the others learn the largest's soft outputs (in-place
 distillation). With ``sandwich_gradient_projection`` the largest's gradient is projected where it
@@ -143,7 +143,7 @@ class SandwichRule:
         """A uniformly sampled sub-network, within the recipe's parameter band if it sets one
         (rejection sampling: uniform over the choices, conditioned on the band; AttentiveNAS §3)."""
         t = self.trainer
-        low, high = t.recipe.sandwich_params_min * 1e6, t.recipe.sandwich_params_max * 1e6
+        low, high = t.recipe.sandwich_params_low, t.recipe.sandwich_params_high
         if not low and not high:
             return t.space.sample(self.rng)
         for _ in range(self.BAND_TRIES):
@@ -153,8 +153,7 @@ class SandwichRule:
                 return arch
         raise NasError(
             f"no sub-network of {t.space.name} drawn in {self.BAND_TRIES} tries has between "
-            f"{t.recipe.sandwich_params_min:g} M and {t.recipe.sandwich_params_max or float('inf'):g} M parameters; "
-            f"widen sandwich_params_min / sandwich_params_max"
+            f"{low:g} and {high or float('inf'):g} parameters; widen sandwich_params_low / sandwich_params_high"
         )
 
     def state(self) -> dict[str, Any]:
