@@ -517,3 +517,41 @@ def test_the_faqs_first_answer_states_every_committed_comparison_of_the_publishe
             f"{100 * test['estimate']:+.2f} points (95% interval {100 * low:+.2f} to {100 * high:+.2f})",
         ):
             assert figure in first, f"{folder.name}: {figure} not in the FAQ's first answer"
+
+
+def test_the_int8_page_is_what_the_benchmark_recorded():
+    """docs/results/int8/README.md's table is hand-laid: each row's figures are int8.json's, rounded."""
+    rows = {r["name"]: r for r in json.loads((RESULTS / "int8" / "int8.json").read_text())["rows"]}
+    label = {
+        "EfficientFormerV2-S0": "efficientformerv2_s0",
+        "EfficientFormerV2-S1": "efficientformerv2_s1",
+        "searched, evolution at S0's budget": "searched-evolution-1.084",
+        "searched, greedy at S1's budget": "searched-greedy-1.2",
+    }
+    page = (RESULTS / "int8" / "README.md").read_text()
+    seen = set()
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] not in label:
+            continue
+        r = rows[label[cells[0]]]
+        seen.add(cells[0])
+        expected = [
+            f"{r['float_ms']:.3f}",
+            f"{r['int8_ms']:.3f}",
+            f"{r['int8_speedup']:.2f}x",
+            f"{100 * r['float_top1']:.2f}%",
+            f"{100 * r['int8_top1']:.2f}%",
+            f"{100 * (r['int8_top1'] - r['float_top1']):+.2f}",
+            f"{100 * r['coreml_int8_weights_top1']:.2f}%",
+            f"{r['float_pte_bytes'] / 1e6:.1f} / {r['int8_pte_bytes'] / 1e6:.1f}",
+        ]
+        assert cells[1:] == expected, cells[0]
+    assert seen == set(label)
+    moved = max(abs(r["int8_top1"] - r["float_top1"]) for r in rows.values())
+    weights = max(abs(r["coreml_int8_weights_top1"] - r["float_top1"]) for r in rows.values())
+    speedups = [r["int8_speedup"] for r in rows.values()]
+    prose = " ".join(page.split())
+    assert f"moves top-1 by at most {100 * moved:.2f} points" in prose
+    assert f"cost at most {100 * weights:.2f} points" in prose
+    assert f"int8 is {min(speedups):.2f}x to {max(speedups):.2f}x faster end to end" in prose
