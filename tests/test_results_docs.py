@@ -555,3 +555,20 @@ def test_the_int8_page_is_what_the_benchmark_recorded():
     assert f"moves top-1 by at most {100 * moved:.2f} points" in prose
     assert f"cost at most {100 * weights:.2f} points" in prose
     assert f"int8 is {min(speedups):.2f}x to {max(speedups):.2f}x faster end to end" in prose
+
+
+def test_the_measured_xnnpack_pages_are_what_their_commands_printed():
+    """The float and int8 XNNPACK pages quote check-table's error and the two tables' comparison."""
+    pattern = r"median absolute percentage error ([\d.]+)% \(mean ([\d.]+)%\)"
+    for folder in ("android-xnnpack", "android-xnnpack-int8"):
+        median, mean = re.search(pattern, (RESULTS / folder / "check-table.txt").read_text()).groups()
+        page = " ".join((RESULTS / folder / "README.md").read_text().split())
+        assert f"mean {mean}%, median {median}%" in page, folder
+    compared = json.loads((RESULTS / "android-xnnpack-int8" / "int8-tables.json").read_text())
+    page = " ".join((RESULTS / "android-xnnpack-int8" / "README.md").read_text().split())
+    assert f"Kendall's tau **{compared['kendall_tau']:.3f}**" in page
+    assert f"{compared['network_speedup_median']:.2f}x faster in int8" in page
+    low, high = compared["network_speedup_range"]
+    assert f"range {low:.2f}x to {high:.2f}x" in page
+    for kind, speedup in compared["block_kind_speedup_median"].items():
+        assert f"{speedup:.2f}x" in page, kind
