@@ -239,6 +239,9 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
     at_s1 = [t for r in published.values() for t in r["summary"]["vs_baselines"] if t["network"].endswith("_s1")]
     assert at_s1 and all(t["ci"][0] <= 0 <= t["ci"][1] for t in at_s1)
     assert "at S1's the two are not told apart" in front
+    # The caption says what is still training: S2's budget until a comparison there is committed.
+    at_s2 = [t for r in published.values() for t in r["summary"]["vs_baselines"] if t["network"].endswith("_s2")]
+    assert ("S2's budget and a second supernet seed are still training" in front) == (not at_s2)
     margins = [f"{100 * s['margin_over_random_mean']:+.2f}" for s in by_strategy["evolution"]]
     assert f"Evolution's network is {', '.join(margins[:-1])} and {margins[-1]} points above the random mean" in prose
     assert f"margin over the random networks' mean is positive with every seed ({', '.join(margins)})" in words
@@ -470,8 +473,8 @@ def test_the_study_picture_shows_every_committed_comparison_of_the_study(tmp_pat
         assert set(row["strategies"]) == {"evolution", "greedy"}
     # Where each seed's networks trained, as the picture labels it: seed 2's on the lent GPU (its sources say so).
     assert [row["trained_on"] for row in rows] == ["2 CPU cores", "2 CPU cores", "H100 80GB HBM3"]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "](docs/results/studies/search-vs-random.png)" in readme and figure.PICTURE.is_file()
+    study_page = (RESULTS / "studies" / "search-vs-random.md").read_text(encoding="utf-8")
+    assert "](search-vs-random.png)" in study_page and figure.PICTURE.is_file()
     over = figure.draw(rows, tmp_path / "study.png")
     assert (tmp_path / "study.png").stat().st_size > 10_000
     page = " ".join((RESULTS / "comparisons.md").read_text(encoding="utf-8").split())
@@ -499,6 +502,8 @@ def test_the_searched_vs_published_page_and_picture_are_what_the_committed_compa
         assert f"| {100 * test['estimate']:+.2f} |" in page
     figure.draw(points, tmp_path / "study.png")
     assert (tmp_path / "study.png").stat().st_size > 10_000 and figure.PICTURE.is_file()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")  # issue 59: the front page's picture
+    assert "](docs/results/studies/searched-vs-published.png)" in readme
 
 
 def test_the_faqs_first_answer_states_every_committed_comparison_of_the_published_variants():
