@@ -1,8 +1,8 @@
 """Does the search pick another network when it prices in int8? One budget, priced float and int8.
 
     python benchmarks/int8_search_choice.py --supernet runs/cifar10-v2-main-32px-seed0 \\
-        --float-table docs/results/android-xnnpack-int8/efficientformerv2-64-float.json \\
-        --int8-table docs/results/android-xnnpack-int8/efficientformerv2-64-int8.json \\
+        --float-table docs/results/android-xnnpack/efficientformerv2-64.json \\
+        --int8-table docs/results/android-xnnpack-int8/efficientformerv2-64.json \\
         --variant efficientformerv2_s0 --out docs/results/android-xnnpack-int8/search-choice
 
 The budget is ``--variant``'s speed: its latency in the float table for the float search, in the int8 table

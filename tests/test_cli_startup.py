@@ -131,3 +131,17 @@ def test_seed_is_shown_where_something_is_drawn_and_taken_everywhere():
     assert len(shown) == 18 and drawn_nothing <= shown.keys()
     assert {name for name, has_seed in shown.items() if not has_seed} == drawn_nothing
     assert build_parser().parse_args(["report", "runs/x", "--seed", "3"]).seed == 3
+
+
+def test_a_torchrun_worker_that_did_not_score_prints_nothing(capsys):
+    """``nas train`` and ``train-supernet`` under torchrun: only the main process's result holds the score
+    (the others return their step count and so on), so only it prints (the two-process tests run it)."""
+    from types import SimpleNamespace
+
+    from nas.cli.common import run_training
+
+    request = SimpleNamespace(run="runs/x")
+    assert run_training(lambda r: {"step": 3}, request, False, "top1", lambda r: [f"top-1 {r['top1']}"]) == 0
+    assert capsys.readouterr().out == ""
+    run_training(lambda r: {"step": 3, "top1": 0.5}, request, False, "top1", lambda r: [f"top-1 {r['top1']}"])
+    assert capsys.readouterr().out == "run          runs/x\ntop-1 0.5\n"

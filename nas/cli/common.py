@@ -169,12 +169,12 @@ def add_quantize_arg(parser: argparse.ArgumentParser, help: str, flag: str = "--
     parser.add_argument(flag, choices=QUANTIZE_CHOICES, help=help)
 
 
-def run_training(train: Any, request: Any, json_output: bool, summary: Any) -> int:
+def run_training(train: Any, request: Any, json_output: bool, scored: str, summary: Any) -> int:
     """``train(request)`` (a :class:`nas.train.loop.TrainingRequest`), then its run folder and the lines
-    ``summary(result)`` (or the result as JSON) on the main process of a torchrun job; the others get an
-    empty result and print nothing. Returns the exit code."""
+    ``summary(result)`` (or the result as JSON) on the main process of a torchrun job, the one whose result
+    holds the ``scored`` key (the others' results do not: they print nothing). Returns the exit code."""
     result = train(request)
-    if result:
+    if scored in result:
         emit(result, json_output, [f"run          {request.run}", *summary(result)])
     return 0
 

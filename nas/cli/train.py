@@ -52,4 +52,4 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"top-1 (EMA)  {100 * result['top1_ema']:.2f}%")
         return lines
 
-    return run_training(train_fixed, request, args.json, summary)
+    return run_training(train_fixed, request, args.json, "top1", summary)

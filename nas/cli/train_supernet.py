@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         train_supernet,
         request,
         args.json,
+        "largest_top1",
         lambda result: [
             f"steps        {result['step']} ({epochs} epochs planned)",
             f"largest      top-1 {100 * result['largest_top1']:.1f}% on the search split "
