@@ -34,7 +34,8 @@ def nas(args: list[str], env: dict[str, str]) -> dict:
     """Run ``nas ARGS --json`` and return what it printed."""
     proc = subprocess.run([sys.executable, "-m", "nas", *args, "--json"], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"nas {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1]}")
+        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise SystemExit(f"nas {' '.join(args)} failed: {last}")
     return json.loads(proc.stdout)
 
 
@@ -65,7 +66,7 @@ def main() -> None:
     space = load_space(header.space)
     _, variant = space.resolve(args.variant)
     budgets = {kind: tables[kind].latency(variant) for kind in tables}
-    searches = {}
+    searches, picks = {}, {}
     for kind in ("float", "int8"):
         run = out / f"search-{kind}"
         argv = ["search", "--supernet", args.supernet, "--objective", "latency", "--target", f"{budgets[kind]:.4f}"]
@@ -77,8 +78,7 @@ def main() -> None:
         searches[kind] = {"command": "nas " + " ".join(argv), "wall_s": round(time.time() - started, 1)}
         keys = ("digest", "accuracy", "search_accuracy", "latency_ms", "params", "final_quantize", "within_noise")
         searches[kind]["result"] = {k: result.get(k) for k in keys}
-        searches[kind]["arch"] = ArchConfig.from_dict(result["arch"])
-    picks = {kind: s.pop("arch") for kind, s in searches.items()}
+        picks[kind] = ArchConfig.from_dict(result["arch"])
     priced = {kind: {t: tables[t].latency(arch) for t in tables} for kind, arch in picks.items()}
     differing = {
         field: [getattr(picks["float"], field), getattr(picks["int8"], field)]

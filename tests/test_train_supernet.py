@@ -440,3 +440,13 @@ def test_an_earlier_runs_band_in_millions_loads_as_parameter_counts():
         Path(__file__).resolve().parents[1] / "docs/results/supernet-cifar10-v2-tiny-2ep-band800/config.yaml"
     )
     assert config.recipe == recipe
+
+
+def test_a_recipe_file_of_an_earlier_version_loads_its_band_as_parameter_counts(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("img_size: 32\nsandwich_params_min: 0.11\nsandwich_params_max: 0.16\n")
+    recipe = load_recipe(path)
+    assert (recipe.sandwich_params_low, recipe.sandwich_params_high) == (110_000, 160_000)
+    path.write_text("sandwich_params_min: wide\n")
+    with pytest.raises(NasError, match="sandwich_params_low"):
+        load_recipe(path)

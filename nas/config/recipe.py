@@ -224,7 +224,8 @@ def saved_recipe_fields(data: dict) -> dict:
     for key, value in data.items():
         if key in RESCALED_KEYS:
             key, factor = RESCALED_KEYS[key]
-            value = float(round(value * factor))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):  # else the type check says so
+                value = float(round(value * factor))
         fields[RENAMED_KEYS.get(key, key)] = value
     return fields
 
@@ -250,6 +251,8 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
                 f"unknown recipe {text!r}; available: {', '.join(available_recipes())} (or give a YAML path)"
             )
     data = read_yaml(path, "recipe")
+    if isinstance(data, dict):  # a recipe written for an earlier version: its old keys, as a saved run's
+        data = saved_recipe_fields(data)
     return from_mapping(Recipe, data if data is not None else {}, str(path)).check(str(path))
 
 
