@@ -502,6 +502,13 @@ def test_the_searched_vs_published_page_and_picture_are_what_the_committed_compa
         assert f"| {100 * test['estimate']:+.2f} |" in page
     figure.draw(points, tmp_path / "study.png")
     assert (tmp_path / "study.png").stat().st_size > 10_000 and figure.PICTURE.is_file()
+    # What the supernet could tell apart: the page's reading of each pick's margin is the search's own judgement.
+    margins = figure.pick_margins(sorted(RESULTS.glob("family-v2-main-32px-seed*")))
+    assert margins
+    for m in margins:
+        assert (m["gap"] < m["told_apart_above"]) == m["within_noise"], m
+    for seed, pooled in figure.pooled_ranking().items():
+        assert f"| {seed} | {pooled['networks']} | {pooled['tau']:.2f} |" in page
     readme = (ROOT / "README.md").read_text(encoding="utf-8")  # issue 59: the front page's picture
     assert "](docs/results/studies/searched-vs-published.png)" in readme
 
@@ -522,6 +529,16 @@ def test_the_faqs_first_answer_states_every_committed_comparison_of_the_publishe
             f"{100 * test['estimate']:+.2f} points (95% interval {100 * low:+.2f} to {100 * high:+.2f})",
         ):
             assert figure in first, f"{folder.name}: {figure} not in the FAQ's first answer"
+    # Why the margins are small with supernet seed 0: its picks' margins over the runner-up, the noise, the ranking.
+    study = _generator(RESULTS / "studies" / "searched_vs_published_figure.py")
+    seed0 = [m for m in study.pick_margins(sorted(RESULTS.glob("family-v2-main-32px-seed0-*"))) if m["seed"] == 0]
+    assert len(seed0) == 6 and all(m["within_noise"] for m in seed0)
+    gaps, needed = [100 * m["gap"] for m in seed0], [100 * m["told_apart_above"] for m in seed0]
+    spans = f"({min(gaps):.2f} to {max(gaps):.2f} points, against {min(needed):.2f} to {max(needed):.2f} needed)"
+    assert spans in first
+    pooled = study.pooled_ranking()[0]
+    assert f"over the {pooled['networks']} networks its comparisons trained" in first
+    assert f"with Kendall's tau {pooled['tau']:.2f}" in first
 
 
 def test_the_int8_page_is_what_the_benchmark_recorded():

@@ -160,7 +160,93 @@ def page(points: dict, results: Path = RESULTS) -> str:
             per = ", ".join(f"{m['target']:g}: {m['new_evaluations']}" for m in result["members"])
             seconds = sum(s["seconds"] for s in wall["sessions"])
             lines.append(f"| {folder.name} | {result['strategy']} | {result['evaluations']} | {per} | {seconds:.0f} |")
+        lines += supernet_view(families, points)
     return "\n".join(lines) + "\n"
+
+
+def pick_margins(families: list[Path]) -> list[dict]:
+    """Per family member: how far its pick stood above the runner-up among the finalists, in the finalists'
+    final scoring (every image of the search split), against the gap that scoring's noise can tell apart."""
+    margins = []
+    for folder in families:
+        seed, strategy = re.search(r"seed(\d+)-(\w+)$", folder.name).groups()
+        for target in sorted((folder / "targets").iterdir(), key=lambda t: float(t.name)):
+            result = json.loads((target / "result.json").read_text(encoding="utf-8"))
+            scores = sorted((f["final_accuracy"] for f in result["finalists"]), reverse=True)
+            # nas.search.finalists: the best two are told apart when their gap exceeds twice the sd of a difference
+            # of two final scores, each the mean of its draws
+            draws = len(result["finalists"][0]["final_scores"])
+            told = 2 * result["final_noise"]["sd"] * (2 / draws) ** 0.5
+            margins.append(
+                {
+                    "seed": int(seed),
+                    "strategy": strategy,
+                    "target": float(target.name),
+                    "finalists": len(scores),
+                    "gap": scores[0] - scores[1] if len(scores) > 1 else None,
+                    "told_apart_above": told,
+                    "within_noise": result["within_noise"],
+                }
+            )
+    return margins
+
+
+def pooled_ranking(results: Path = RESULTS) -> dict[int, dict]:
+    """Per supernet seed: Kendall's tau between the supernet's score and the top-1 trained from scratch of every
+    distinct network the study's comparisons trained with that supernet (searched, variants, random)."""
+    from scipy import stats
+
+    networks: dict[int, dict[str, tuple[float, float]]] = {}
+    for folder in sorted(results.iterdir()):
+        match = STUDY.match(folder.name)
+        if not match or not (folder / "result.json").is_file():
+            continue
+        rows = json.loads((folder / "result.json").read_text(encoding="utf-8"))["rows"]
+        for row in rows:
+            if row.get("supernet_top1") is not None:
+                networks.setdefault(int(match.group(1)), {})[row["digest"]] = (row["supernet_top1"], row["top1"])
+    pooled = {}
+    for seed, by_digest in sorted(networks.items()):
+        supernet, trained = zip(*by_digest.values(), strict=True)
+        tau = stats.kendalltau(supernet, trained)
+        pooled[seed] = {"networks": len(by_digest), "tau": float(tau.statistic), "p": float(tau.pvalue)}
+    return pooled
+
+
+def supernet_view(families: list[Path], points: dict) -> list[str]:
+    """The section that says what the supernet could tell apart: each pick's margin over the runner-up among
+    the finalists against the noise of that scoring, and the pooled ranking of every network trained."""
+    lines = [
+        "",
+        "## What the supernet could tell apart",
+        "",
+        "Each target's pick against the runner-up among its finalists, both scored with the supernet's weights on",
+        "every image of the search split (`final_accuracy`), and the gap that this scoring's noise can tell apart",
+        "(twice the standard deviation of a difference of two final scores, as `nas.search.finalists` judges it):",
+        "",
+        "| supernet seed | strategy | target (ms) | finalists | pick minus runner-up (points) | told apart above "
+        "(points) | within noise |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in pick_margins(families):
+        gap = "-" if m["gap"] is None else f"{100 * m['gap']:.2f}"
+        told = f"{100 * m['told_apart_above']:.2f}"
+        lines.append(
+            f"| {m['seed']} | {m['strategy']} | {m['target']:g} | {m['finalists']} | {gap} | {told} | "
+            f"{'yes' if m['within_noise'] else 'no'} |"
+        )
+    lines += [
+        "",
+        "Kendall's tau between the supernet's score and the top-1 trained from scratch, over every distinct network",
+        "the committed comparisons trained with each supernet (searched networks, variants and random networks of",
+        "all three budgets together; a band alone is narrower and ranks worse):",
+        "",
+        "| supernet seed | networks | Kendall's tau | p |",
+        "|---|---|---|---|",
+    ]
+    for seed, r in pooled_ranking().items():
+        lines.append(f"| {seed} | {r['networks']} | {r['tau']:.2f} | {r['p']:.3f} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
