@@ -47,6 +47,10 @@ def main() -> None:
     parser.add_argument("--variant", default="efficientformerv2_s0", help="the network whose speed is the budget")
     parser.add_argument("--strategy", default="evolution")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--search-images", type=int, default=1000, help="images each sub-network is scored on (the study's 1000)"
+    )
+    parser.add_argument("--bn-calib-batches", type=int, default=2, help="BatchNorm calibration batches (the study's 2)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     out = Path(args.out)
@@ -71,6 +75,7 @@ def main() -> None:
         run = out / f"search-{kind}"
         argv = ["search", "--supernet", args.supernet, "--objective", "latency", "--target", f"{budgets[kind]:.4f}"]
         argv += ["--device", devices[kind], *size, "--strategy", args.strategy, "--run", str(run)]
+        argv += ["--search-images", str(args.search_images), "--bn-calib-batches", str(args.bn_calib_batches)]
         argv += ["--seed", str(args.seed)] + (["--final-quantize", "int8"] if kind == "int8" else [])
         argv += ["--resume"] if (run / "config.yaml").exists() else []
         started = time.time()
