@@ -594,3 +594,41 @@ def test_the_measured_xnnpack_pages_are_what_their_commands_printed():
     assert f"range {low:.2f}x to {high:.2f}x" in page
     for kind, speedup in compared["block_kind_speedup_median"].items():
         assert f"{speedup:.2f}x" in page, kind
+    # The main space: each table's own check as build-table printed it, and the two tables compared.
+    own_check = r"median APE vs end to end ([\d.]+)% on (\d+) networks \(max ([\d.]+)%\)"
+    for folder in ("android-xnnpack", "android-xnnpack-int8"):
+        median, _, largest = re.search(own_check, (RESULTS / folder / "build-table-main.txt").read_text()).groups()
+        page = " ".join((RESULTS / folder / "README.md").read_text().split())
+        assert f"median error of {median}%, largest {largest}%" in page, folder
+    main = json.loads((RESULTS / "android-xnnpack-int8" / "main" / "int8-tables.json").read_text())
+    assert main["int8_table"] == "docs/results/android-xnnpack-int8/efficientformerv2-64.json"
+    page = " ".join((RESULTS / "android-xnnpack-int8" / "README.md").read_text().split())
+    main_section = page.split("## The main EfficientFormerV2 space")[1]
+    assert f"Kendall's tau **{main['kendall_tau']:.3f}**" in main_section
+    low, high = main["network_speedup_range"]
+    assert f"{main['network_speedup_median']:.2f}x faster in int8 (median, range {low:.2f}x to {high:.2f}x)" in page
+    for kind, speedup in main["block_kind_speedup_median"].items():
+        assert f"{speedup:.2f}x" in main_section, kind
+
+
+def test_the_int8_search_choice_page_is_what_the_benchmark_recorded():
+    """The int8 page's "Does the search pick another network" section (issue 61): the budgets, each pick's row
+    and the two cross-prices are search-choice.json's; both picks within their search's noise, as it says."""
+    folder = RESULTS / "android-xnnpack-int8" / "search-choice"
+    record = json.loads((folder / "search-choice.json").read_text())
+    page = (RESULTS / "android-xnnpack-int8" / "README.md").read_text()
+    section = " ".join(page.split("## Does the search pick another network")[1].split())
+    budgets = record["budgets_ms"]
+    assert f"**{budgets['float']:.3f} ms float, {budgets['int8']:.3f} ms int8**" in section
+    for kind in ("float", "int8"):
+        pick, priced = record["picks"][kind], record["priced_ms"][kind]
+        params = record["searches"][kind]["result"]["params"] / 1e6
+        depths = ", ".join(map(str, pick["arch"]["depths"]))
+        prices = f"{priced['float']:.3f} | {priced['int8']:.3f}"
+        assert f"| {kind} | `{pick['digest']}` | {prices} | {params:.2f} | {depths} |" in page, kind
+        assert record["searches"][kind]["result"]["within_noise"]  # "the choice was a draw" in both
+    assert not record["same_network"] and "**The picks differ**" in section
+    over = record["priced_ms"]["int8"]["float"] / budgets["float"] - 1
+    unspent = 1 - record["priced_ms"]["float"]["int8"] / budgets["int8"]
+    assert f"{100 * over:.0f}% over the float budget" in section
+    assert f"leaves {100 * unspent:.0f}% of the int8 budget unspent" in section
