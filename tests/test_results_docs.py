@@ -600,6 +600,15 @@ def test_the_measured_xnnpack_pages_are_what_their_commands_printed():
         median, _, largest = re.search(own_check, (RESULTS / folder / "build-table-main.txt").read_text()).groups()
         page = " ".join((RESULTS / folder / "README.md").read_text().split())
         assert f"median error of {median}%, largest {largest}%" in page, folder
+    checked = (RESULTS / "android-xnnpack-int8" / "check-table-main.txt").read_text()
+    median, mean = re.search(pattern, checked).groups()
+    page = " ".join((RESULTS / "android-xnnpack-int8" / "README.md").read_text().split())
+    assert f"**mean error of {mean}%, median {median}%**" in page and float(mean) > 15  # the target missed, said
+    rows = re.findall(r"^(\S+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+%$", checked, re.MULTILINE)
+    from scipy.stats import kendalltau
+
+    tau = kendalltau([float(r[1]) for r in rows], [float(r[2]) for r in rows]).statistic
+    assert len(rows) == 8 and f"(Kendall's tau {tau:.2f} against their end-to-end times)" in page
     main = json.loads((RESULTS / "android-xnnpack-int8" / "main" / "int8-tables.json").read_text())
     assert main["int8_table"] == "docs/results/android-xnnpack-int8/efficientformerv2-64.json"
     page = " ".join((RESULTS / "android-xnnpack-int8" / "README.md").read_text().split())
