@@ -89,6 +89,12 @@ class Finalist:
         }
 
 
+def separable_gap(noise_sd: float, draws: int) -> float:
+    """The smallest gap between two finalists' final accuracies, each the mean of ``draws`` scores of standard
+    deviation ``noise_sd``, that their noise tells apart: twice the sd of the difference, sqrt(2 / draws) * sd."""
+    return 2 * noise_sd * math.sqrt(2 / draws)
+
+
 @dataclass(frozen=True)
 class Noise:
     """The standard deviation of one score, pooled over ``networks`` networks scored at ``draws`` draws
@@ -236,8 +242,7 @@ def finalize(context: SearchContext, outcome: StrategyOutcome, scoring: FinalSco
         chosen = Scored(best.arch, best.search_accuracy)
         if len(finalists) > 1 and final_noise.sd is not None:
             runner_up = sorted(f.final_accuracy for f in finalists)[-2]
-            # Two means of final_draws scores each: their difference has sd sqrt(2 / draws) * sd.
-            within_noise = best.final_accuracy - runner_up < 2 * final_noise.sd * math.sqrt(2 / scoring.final_draws)
+            within_noise = best.final_accuracy - runner_up < separable_gap(final_noise.sd, final_noise.draws)
     accuracy = max(f.final_accuracy for f in finalists) if finalists else chosen.accuracy
     cost = context.cost(chosen.arch)
     result = SearchResult(

@@ -37,9 +37,11 @@ def interval(seeds: list[float]) -> tuple[float, float]:
 def study_points(results: Path = RESULTS) -> dict:
     """``searched``: per (supernet seed, strategy) the searched network of each budget; ``published``: per
     variant its row (trained the same way in every comparison; the first one found); ``tests``: per comparison
-    the Welch test of searched minus its variant."""
+    the Welch test of searched minus its variant; ``scored``: per supernet seed, every network trained with it
+    (by digest) as (supernet score, top-1 trained from scratch)."""
     searched: dict[tuple[int, str], list[dict]] = {}
     published: dict[str, dict] = {}
+    scored: dict[int, dict[str, tuple[float, float]]] = {}
     tests = []
     for folder in sorted(results.iterdir()):
         match = STUDY.match(folder.name)
@@ -52,9 +54,11 @@ def study_points(results: Path = RESULTS) -> dict:
         for row in rows:
             if row["kind"] == "baseline":
                 published.setdefault(row["network"], row)
+            if row.get("supernet_top1") is not None:
+                scored.setdefault(seed, {})[row["digest"]] = (row["supernet_top1"], row["top1"])
         for test in result["summary"].get("vs_baselines", []):
             tests.append({"comparison": folder.name, "seed": seed, "strategy": strategy, "target": target, **test})
-    return {"searched": searched, "published": published, "tests": tests}
+    return {"searched": searched, "published": published, "tests": tests, "scored": scored}
 
 
 def draw(points: dict, path: Path = PICTURE) -> None:
@@ -166,17 +170,17 @@ def page(points: dict, results: Path = RESULTS) -> str:
 
 def pick_margins(families: list[Path]) -> list[dict]:
     """Per family member: how far its pick stood above the runner-up among the finalists, in the finalists'
-    final scoring (every image of the search split), against the gap that scoring's noise can tell apart."""
+    final scoring (every image of the search split), against the gap that scoring's noise can tell apart (as
+    the search judged ``within_noise``)."""
+    from nas.search.finalists import separable_gap
+
     margins = []
     for folder in families:
         seed, strategy = re.search(r"seed(\d+)-(\w+)$", folder.name).groups()
         for target in sorted((folder / "targets").iterdir(), key=lambda t: float(t.name)):
             result = json.loads((target / "result.json").read_text(encoding="utf-8"))
             scores = sorted((f["final_accuracy"] for f in result["finalists"]), reverse=True)
-            # nas.search.finalists: the best two are told apart when their gap exceeds twice the sd of a difference
-            # of two final scores, each the mean of its draws
-            draws = len(result["finalists"][0]["final_scores"])
-            told = 2 * result["final_noise"]["sd"] * (2 / draws) ** 0.5
+            told = separable_gap(result["final_noise"]["sd"], result["final_noise"]["draws"])
             margins.append(
                 {
                     "seed": int(seed),
@@ -191,22 +195,13 @@ def pick_margins(families: list[Path]) -> list[dict]:
     return margins
 
 
-def pooled_ranking(results: Path = RESULTS) -> dict[int, dict]:
+def pooled_ranking(points: dict) -> dict[int, dict]:
     """Per supernet seed: Kendall's tau between the supernet's score and the top-1 trained from scratch of every
     distinct network the study's comparisons trained with that supernet (searched, variants, random)."""
     from scipy import stats
 
-    networks: dict[int, dict[str, tuple[float, float]]] = {}
-    for folder in sorted(results.iterdir()):
-        match = STUDY.match(folder.name)
-        if not match or not (folder / "result.json").is_file():
-            continue
-        rows = json.loads((folder / "result.json").read_text(encoding="utf-8"))["rows"]
-        for row in rows:
-            if row.get("supernet_top1") is not None:
-                networks.setdefault(int(match.group(1)), {})[row["digest"]] = (row["supernet_top1"], row["top1"])
     pooled = {}
-    for seed, by_digest in sorted(networks.items()):
+    for seed, by_digest in sorted(points["scored"].items()):
         supernet, trained = zip(*by_digest.values(), strict=True)
         tau = stats.kendalltau(supernet, trained)
         pooled[seed] = {"networks": len(by_digest), "tau": float(tau.statistic), "p": float(tau.pvalue)}
@@ -244,7 +239,7 @@ def supernet_view(families: list[Path], points: dict) -> list[str]:
         "| supernet seed | networks | Kendall's tau | p |",
         "|---|---|---|---|",
     ]
-    for seed, r in pooled_ranking().items():
+    for seed, r in pooled_ranking(points).items():
         lines.append(f"| {seed} | {r['networks']} | {r['tau']:.2f} | {r['p']:.3f} |")
     return lines
 
