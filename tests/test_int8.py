@@ -182,7 +182,7 @@ def test_a_search_priced_in_int8_scores_its_finalists_quantized(tmp_path, monkey
     shutil.copytree(Path(__file__).resolve().parents[1] / "latency_tables", tables)
     monkeypatch.setenv("NAS_LATENCY_DIR", str(tables))
     space = load_space(str(MICRO_SPACE))
-    timing = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
+    timing = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0, busy_retries=0)
     table = build_measured_table("xnnpack-int8", space, 32, 10, MeasurementPlan(timing, 1, 1), progress=False)
     h = table.header
     assert (h.device, h.dtype, h.source) == ("xnnpack-int8", "int8", "measured") and h.complete

@@ -16,7 +16,7 @@ from nas.latency.predicted import predict_timm
 from nas.metrics.signatures import block_input, block_signatures, reachable_signatures
 from supernets import get_family
 
-FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0)
+FAST = TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0, busy_retries=0)  # the guard: its own test
 
 
 @pytest.mark.parametrize("space_name", ["efficientformerv2-tiny", "efficientformer", "swiftformer"])
@@ -116,6 +116,48 @@ def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
     blocks_timed = len(timed) - (1 + 2) - len(space.members)  # minus calibration and check networks
     assert blocks_timed == len(tiny_table.entries) - len(half)
     assert table.header.complete and set(table.entries) == set(tiny_table.entries)
+
+
+def test_recalibrate_keeps_the_block_timings(tiny_table, tmp_path):
+    """--recalibrate times the calibration and check networks again and rescales the same block timings."""
+    space = load_space("efficientformerv2-tiny")
+    out = tiny_table.save(tmp_path / "cpu.json")
+    plan = MeasurementPlan(FAST, calibration_archs=1, check_random=0)
+    table = build_measured_table("cpu", space, 32, 10, plan, out=out, progress=False, recalibrate=True)
+    old, new = tiny_table.header.method["calibration"], table.header.method["calibration"]
+    assert table.header.complete and set(table.entries) == set(tiny_table.entries)
+    for key, ms in tiny_table.entries.items():
+        if not key.startswith("head:"):
+            assert table.entries[key] / ms == pytest.approx(new["scale"] / old["scale"], rel=1e-4)
+    assert table.header.method["recalibrated"]["previous_calibration"] == old
+    assert len(new["end_to_end_ms"]) == len(new["fit_on"]) == 3
+    assert table.header.error["checked_on"] == list(space.members)
+    assert LatencyTable.read(out).entries == table.entries
+    with pytest.raises(NasError, match="does not exist"):
+        build_measured_table("cpu", space, 32, 10, plan, out=tmp_path / "none.json", recalibrate=True)
+    with pytest.raises(NasError, match="cannot recalibrate here: it was built for cpu/efficientformerv2-tiny at 32"):
+        build_measured_table("cpu", space, 64, 10, plan, out=out, progress=False, recalibrate=True)
+
+
+def test_busy_guard_times_again_while_the_reference_runs_slow(caplog):
+    """A timing bracketed by a reference program slower than 1.25x its fastest is taken again, then kept
+    and counted; the guard's record and words say so."""
+    space = load_space("efficientformerv2-tiny")
+    sig = next(s for s in reachable_signatures(space, 32, 10) if s.kind == "ffn")
+    block, x = get_family(space.family).build_block(sig), block_input(space.family, sig)
+    timer = Timer("cpu", TimingConfig(warmup=1, min_repeats=3, min_seconds=0.0, busy_retries=2, busy_wait_s=0.0))
+    assert timer.time(block, x) > 0 and timer.reference_floor_ms > 0
+    # As if the reference had once run 10x faster: every bracket now reads as a busy machine.
+    timer.reference_floor_ms /= 10
+    with caplog.at_level("WARNING", logger="nas.latency.measure"):
+        assert timer.time(block, x) > 0
+    assert (timer.retimed, timer.kept_busy) == (2, 1)
+    assert sum("the machine is busy" in r.getMessage() for r in caplog.records) == 2
+    assert timer.busy_words() == (
+        "2 timings taken again while the machine was busy, 1 kept although it stayed busy: read them as upper bounds"
+    )
+    assert timer.busy_record()["retimed"] == 2
+    assert Timer("cpu", FAST).busy_words() is None
 
 
 def test_onnxruntime_timer_times_a_block():
@@ -485,7 +527,7 @@ def test_check_table_cli_on_a_measured_table(tiny_table, tmp_path, capsys):
         main(
             argv(
                 "check-table --device cpu --space efficientformerv2-tiny --img-size 32 --table {} "
-                "--random 1 --repeats 3 --json",
+                "--random 1 --repeats 3 --busy-retries 0 --json",
                 path,
             )
         )

@@ -603,7 +603,22 @@ def test_the_measured_xnnpack_pages_are_what_their_commands_printed():
     checked = (RESULTS / "android-xnnpack-int8" / "check-table-main.txt").read_text()
     median, mean = re.search(pattern, checked).groups()
     page = " ".join((RESULTS / "android-xnnpack-int8" / "README.md").read_text().split())
-    assert f"**mean error of {mean}%, median {median}%**" in page and float(mean) > 15  # the target missed, said
+    assert f"**mean error of {mean}%, median {median}%**" in page and float(mean) <= 15  # the target met
+    # The first check, its calibration timed on a busy machine, stays quoted as what the recalibration fixed.
+    _, busy_mean = re.search(
+        pattern, (RESULTS / "android-xnnpack-int8" / "check-table-main-busy.txt").read_text()
+    ).groups()
+    assert float(busy_mean) > 15 and f"read a mean error of {busy_mean}%" in page
+    table = json.loads((RESULTS / "android-xnnpack-int8" / "efficientformerv2-64.json").read_text())["header"]
+    recalibrated = table["method"]["recalibrated"]["previous_calibration"]["scale"]
+    scale = table["method"]["calibration"]["scale"]
+    assert f"a scale of {recalibrated:.3f}" in page and f"fit a scale of {scale:.3f}" in page
+    float_median, float_mean = re.search(
+        pattern, (RESULTS / "android-xnnpack" / "check-table-main.txt").read_text()
+    ).groups()
+    for folder in ("android-xnnpack", "android-xnnpack-int8"):
+        page_words = " ".join((RESULTS / folder / "README.md").read_text().split())
+        assert f"**mean {float_mean}%, median {float_median}%**" in page_words, folder
     rows = re.findall(r"^(\S+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+%$", checked, re.MULTILINE)
     from scipy.stats import kendalltau
 

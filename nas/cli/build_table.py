@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 
-from nas.cli.common import add_common, add_device_arg, add_input_args, add_quantize_arg, emit, positive_int
+from nas.cli.common import (
+    add_busy_arg,
+    add_common,
+    add_device_arg,
+    add_input_args,
+    add_quantize_arg,
+    emit,
+    positive_int,
+)
+from nas.core.errors import NasError
 from nas.latency import DEVICES
 
 log = logging.getLogger(__name__)
@@ -28,7 +37,15 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="where to write the table (default: latency_tables/DEVICE/SPACE-SIZE.json)")
     p.add_argument("--threads", type=positive_int, default=1, help="CPU threads while timing (default: 1)")
     p.add_argument("--repeats", type=positive_int, default=20, help="minimum timed runs per block (default: 20)")
-    p.add_argument("--resume", action="store_true", help="finish a partial table left by an interrupted build")
+    add_busy_arg(p)
+    redo = p.add_mutually_exclusive_group()
+    redo.add_argument("--resume", action="store_true", help="finish a partial table left by an interrupted build")
+    redo.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="keep the block timings of a complete measured table (--out or the default path) and time its "
+        "calibration and check networks again (for a table calibrated while the machine was busy)",
+    )
     add_quantize_arg(
         p, "int8: the device's int8 twin (xnnpack -> xnnpack-int8): every block quantized before it is timed"
     )
@@ -49,11 +66,21 @@ def run(args: argparse.Namespace) -> int:
     if device.kind == "local":
         from nas.latency.measure import MeasurementPlan, TimingConfig, build_measured_table
 
-        plan = MeasurementPlan(TimingConfig(min_repeats=args.repeats, threads=args.threads), seed=args.seed)
+        timing = TimingConfig(min_repeats=args.repeats, threads=args.threads, busy_retries=args.busy_retries)
+        plan = MeasurementPlan(timing, seed=args.seed)
         table = build_measured_table(
-            args.device, space, args.img_size, args.num_classes, plan, out=args.out, resume=args.resume
+            args.device,
+            space,
+            args.img_size,
+            args.num_classes,
+            plan,
+            out=args.out,
+            resume=args.resume,
+            recalibrate=args.recalibrate,
         )
     else:
+        if args.recalibrate:
+            raise NasError(f"--recalibrate refits a measured table; {args.device}'s table is predicted, not timed here")
         from nas.latency.predicted import build_predicted_table
 
         table = build_predicted_table(args.device, space, args.img_size, args.num_classes)
@@ -93,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
         outside = h.method.get("operators_outside_xnnpack")
         if outside is not None:
             lines.append(f"xnnpack      {outside_xnnpack_words(outside)}")
+        guard = h.method.get("busy_guard")
+        if guard and (guard["retimed"] or guard["kept_busy"]):
+            lines.append(
+                f"busy         {guard['retimed']} timings taken again while the machine was busy"
+                + (f", {guard['kept_busy']} kept although it stayed busy" if guard["kept_busy"] else "")
+            )
     emit({"path": str(table.path), "header": h.__dict__, "entries": len(table.entries)}, args.json, lines)
     return 0
 

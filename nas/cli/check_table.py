@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nas.cli.common import add_common, add_device_arg, emit, image_size, nonneg_int, positive_int
+from nas.cli.common import add_busy_arg, add_common, add_device_arg, emit, image_size, nonneg_int, positive_int
 from nas.core.errors import NasError
 from nas.latency.devices import local_devices
 
@@ -25,6 +25,7 @@ def add_parser(sub) -> None:
         "--random", type=nonneg_int, default=4, help="random sub-networks besides the named ones (default 4)"
     )
     p.add_argument("--repeats", type=positive_int, default=20, help="timed runs per network")
+    add_busy_arg(p)
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         )
     space = load_space(args.space)
     table = LatencyTable.load(args.device, space, args.img_size, path=args.table)
-    timer = Timer(args.device, TimingConfig(min_repeats=args.repeats, threads=table.header.threads or 1))
+    timing = TimingConfig(min_repeats=args.repeats, threads=table.header.threads or 1, busy_retries=args.busy_retries)
+    timer = Timer(args.device, timing)
     rows = check_table(table, space, timer, check_archs(space, args.random, args.seed + 100))
     med = median_ape(rows)
     mean = sum(r.ape for r in rows) / len(rows)
@@ -60,12 +62,16 @@ def run(args: argparse.Namespace) -> int:
         f"median absolute percentage error {100 * med:.1f}% (mean {100 * mean:.1f}%) over {len(rows)} networks "
         f"({table.describe_source()})"
     )
+    busy = timer.busy_words()
+    if busy:
+        lines.append(f"busy machine: {busy}")
     emit(
         {
             "table": str(table.path),
             "median_ape": med,
             "mean_ape": mean,
             "rows": [dict(r.__dict__, ape=r.ape) for r in rows],
+            "busy_guard": timer.busy_record(),
         },
         args.json,
         lines,

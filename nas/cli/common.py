@@ -164,6 +164,17 @@ def add_input_args(
 QUANTIZE_CHOICES = ("int8",)
 
 
+def add_busy_arg(parser: argparse.ArgumentParser) -> None:
+    """The busy guard of a command that times on this machine (nas.latency.measure.Timer)."""
+    parser.add_argument(
+        "--busy-retries",
+        type=nonneg_int,
+        default=3,
+        help="time a block or network again (20 s later, up to this many times) while a reference program "
+        "runs over 1.25x its fastest time, the machine busy with other work (default: 3; 0: no guard)",
+    )
+
+
 def add_quantize_arg(parser: argparse.ArgumentParser, help: str, flag: str = "--quantize") -> None:  # noqa: A002
     """The int8 switch of a command that builds, exports or scores networks (docs/how-to/ship-int8.md)."""
     parser.add_argument(flag, choices=QUANTIZE_CHOICES, help=help)
