@@ -285,6 +285,19 @@ BAD_INPUTS = [
     (["build-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--repeats", "-3"], "positive integer"),
     (["check-table", "--device", "iphone12", "--space", "efficientformerv2-tiny"], "cannot be timed here"),
     (
+        ["build-table", "--device", "iphone12", "--space", "efficientformerv2-tiny", "--recalibrate"],
+        "refits a measured",
+    ),
+    (
+        ["build-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--out", "none.json", "--recalibrate"],
+        "none.json does not exist",
+    ),
+    (
+        ["build-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--resume", "--recalibrate"],
+        "not allowed",
+    ),
+    (["check-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--busy-retries", "-1"], "of 0 or more"),
+    (
         ["check-table", "--device", "cpu", "--space", "efficientformerv2-tiny", "--table", "CORRUPT_JSON"],
         "CORRUPT_JSON",
     ),

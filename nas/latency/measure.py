@@ -392,17 +392,7 @@ def build_measured_table(
             raise NasError(f"{out} exists; pass --resume to finish a partial table or --out to write elsewhere")
         previous = LatencyTable.read(out)
         p = previous.header
-        if (p.device, p.space, p.img_size, p.num_classes, p.threads) != (
-            device,
-            space.name,
-            img_size,
-            num_classes,
-            timing.threads,
-        ):
-            raise NasError(
-                f"{out}: cannot resume: it was built for {p.device}/{p.space} at {p.img_size} with "
-                f"{p.num_classes} classes and {p.threads} threads"
-            )
+        _require_same_build(p, out, "resume", device, space.name, img_size, num_classes, timing.threads)
         if p.complete:
             log.info("%s is complete; nothing to resume", out)
             return previous
@@ -463,6 +453,18 @@ def _measure_calibrate_check(
     return _calibrate_and_check(space, timer, header, raw, out, plan, progress)
 
 
+def _require_same_build(
+    previous: TableHeader, out: Path, action: str, device: str, space: str, img_size: int, classes: int, threads: int
+) -> None:
+    """Refuse to ``action`` a table built for another device, space, input size, head or thread count."""
+    p = previous
+    if (p.device, p.space, p.img_size, p.num_classes, p.threads) != (device, space, img_size, classes, threads):
+        raise NasError(
+            f"{out}: cannot {action}: it was built for {p.device}/{p.space} at {p.img_size} with "
+            f"{p.num_classes} classes and {p.threads} threads"
+        )
+
+
 def _recalibrate(
     space: SearchSpace, timer: Timer, out: Path, img_size: int, num_classes: int, plan: MeasurementPlan, progress: bool
 ) -> LatencyTable:
@@ -477,17 +479,9 @@ def _recalibrate(
             f"{out}: --recalibrate needs a complete measured table; this one is {p.source}"
             + ("" if p.complete else ", incomplete (finish it with --resume)")
         )
-    if (p.device, p.space, p.img_size, p.num_classes, p.threads) != (
-        timer.device,
-        space.name,
-        img_size,
-        num_classes,
-        timer.config.threads,
-    ):
-        raise NasError(
-            f"{out}: cannot recalibrate here: it was built for {p.device}/{p.space} at {p.img_size} with "
-            f"{p.num_classes} classes and {p.threads} threads"
-        )
+    _require_same_build(
+        p, out, "recalibrate here", timer.device, space.name, img_size, num_classes, timer.config.threads
+    )
     cal = p.method["calibration"]
     raw = {
         k: ((v - cal["offset_ms"]) if k.startswith("head:") else v) / cal["scale"] for k, v in previous.entries.items()
