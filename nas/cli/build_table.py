@@ -120,12 +120,11 @@ def run(args: argparse.Namespace) -> int:
         outside = h.method.get("operators_outside_xnnpack")
         if outside is not None:
             lines.append(f"xnnpack      {outside_xnnpack_words(outside)}")
-        guard = h.method.get("busy_guard")
-        if guard and (guard["retimed"] or guard["kept_busy"]):
-            lines.append(
-                f"busy         {guard['retimed']} timings taken again while the machine was busy"
-                + (f", {guard['kept_busy']} kept although it stayed busy" if guard["kept_busy"] else "")
-            )
+        from nas.latency.measure import busy_words
+
+        busy = busy_words(h.method["busy_guard"]) if "busy_guard" in h.method else None
+        if busy:
+            lines.append(f"busy         {busy}")
     emit({"path": str(table.path), "header": h.__dict__, "entries": len(table.entries)}, args.json, lines)
     return 0
 

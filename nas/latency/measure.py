@@ -180,12 +180,7 @@ class Timer:
 
     def busy_words(self) -> str | None:
         """What the busy guard did, in words (None when it never fired): ``2 timings taken again ...``."""
-        if not (self.retimed or self.kept_busy):
-            return None
-        words = f"{self.retimed} timings taken again while the machine was busy"
-        if self.kept_busy:
-            words += f", {self.kept_busy} kept although it stayed busy: read them as upper bounds"
-        return words
+        return busy_words(self.busy_record())
 
     def busy_record(self) -> dict[str, object]:
         """The guard's record for a table's ``method``."""
@@ -246,6 +241,18 @@ class Timer:
         session = ort.InferenceSession(onnx_bytes(module, x, "x"), options, providers=["CPUExecutionProvider"])
         feed = {"x": x.numpy()}
         return self._guarded(lambda: session.run(None, feed))
+
+
+def busy_words(record: dict) -> str | None:
+    """A busy guard's record (:meth:`Timer.busy_record`, a table's ``method.busy_guard``) in words; None when
+    it never fired."""
+    retimed, kept = record["retimed"], record["kept_busy"]
+    if not (retimed or kept):
+        return None
+    words = f"{retimed} timings taken again while the machine was busy"
+    if kept:
+        words += f", {kept} kept although it stayed busy: read them as upper bounds"
+    return words
 
 
 def _benchmark_timer() -> type:
