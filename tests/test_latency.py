@@ -11,7 +11,7 @@ from nas.cli import main
 from nas.latency import LatencyTable, table_path
 from nas.latency.costmodel import fit_cost_model
 from nas.latency.graphs import block_ops, timm_ops
-from nas.latency.measure import MeasurementPlan, Timer, TimingConfig, build_measured_table
+from nas.latency.measure import MeasurementPlan, Timer, TimingConfig, build_measured_table, fit_calibration
 from nas.latency.predicted import predict_timm
 from nas.metrics.signatures import block_input, block_signatures, reachable_signatures
 from supernets import get_family
@@ -116,6 +116,22 @@ def test_interrupted_build_resumes(tiny_table, tmp_path, monkeypatch):
     blocks_timed = len(timed) - (1 + 2) - len(space.members)  # minus calibration and check networks
     assert blocks_timed == len(tiny_table.entries) - len(half)
     assert table.header.complete and set(table.entries) == set(tiny_table.entries)
+
+
+def test_calibration_keeps_the_blocks_order_when_the_timings_do_not_follow_them(caplog):
+    # CI once timed a micro space's largest network below its smallest: a scale-and-offset fit then
+    # weighed the blocks at 0 and priced every network alike (a search target became "out of reach").
+    sums = np.array([0.050, 0.060, 0.070])
+    following = sums * 1.2 + 0.01
+    scale, offset, fit = fit_calibration(sums, following)
+    assert (round(scale, 6), round(offset, 6), fit) == (1.2, 0.01, "scale and offset")
+    backwards = np.array([0.084, 0.083, 0.082])
+    with caplog.at_level("WARNING", logger="nas.latency.measure"):
+        scale, offset, fit = fit_calibration(sums, backwards)
+    assert scale > 1 and offset == 0 and fit.startswith("scale only")
+    assert "do not follow their block sums" in caplog.text
+    priced = scale * sums + offset
+    assert priced[0] < priced[1] < priced[2] and np.all(np.abs(priced - backwards) / backwards < 0.25)
 
 
 def test_recalibrate_keeps_the_block_timings(tiny_table, tmp_path):
