@@ -17,8 +17,14 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parents[1]
 PICTURE = Path(__file__).with_name("searched-vs-published.png")
 PAGE = Path(__file__).with_name("searched-vs-published.md")
-# The study's comparisons: one per supernet seed, strategy and budget (the target, in ms).
-STUDY = re.compile(r"published-v2-main-32px-seed(\d+)-(greedy|evolution)-([0-9.]+)$")
+# The study's comparisons: one per supernet seed, strategy and budget (the target, in ms), and where the margin
+# asked for more training seeds, its extension to that many seeds (``-seedsN``: searched network and variant only).
+STUDY = re.compile(r"published-v2-main-32px-seed(\d+)-(greedy|evolution)-([0-9.]+)(?:-seeds(\d+))?$")
+# An extension is a second look at a comparison's data: each look is judged at half the error rate (Bonferroni
+# over two looks), so that choosing to look again cannot raise the chance of a false "better" above 5%.
+SECOND_LOOK_LEVEL = 0.975
+# The most training seeds per network an extension may ask for (a comparison needing more is left as it is).
+MOST_SEEDS = 6
 STRATEGIES = {"greedy": ("tab:orange", "s"), "evolution": ("tab:blue", "o")}
 
 
@@ -35,11 +41,14 @@ def interval(seeds: list[float]) -> tuple[float, float]:
 
 
 def study_points(results: Path = RESULTS) -> dict:
-    """``searched``: per (supernet seed, strategy) the searched network of each budget; ``published``: per
-    variant its row (trained the same way in every comparison; the first one found); ``tests``: per comparison
-    the Welch test of searched minus its variant; ``scored``: per supernet seed, every network trained with it
-    (by digest) as (supernet score, top-1 trained from scratch)."""
-    searched: dict[tuple[int, str], list[dict]] = {}
+    """``searched``: per (supernet seed, strategy) the searched network of each budget; ``published``: per variant
+    its row (trained the same way in every comparison); both from the comparison that trained them with the most
+    seeds; ``tests``: per comparison the Welch test of searched minus its variant, with both networks'
+    seeds and, for an extension, the interval it is judged by (``judged_ci`` at ``judged_level``); ``scored``: per
+    supernet seed, every network trained with it (by digest) as (supernet score, top-1 trained from scratch)."""
+    from nas.studies.stats import welch
+
+    searched: dict[tuple[int, str, float], dict] = {}
     published: dict[str, dict] = {}
     scored: dict[int, dict[str, tuple[float, float]]] = {}
     tests = []
@@ -48,17 +57,60 @@ def study_points(results: Path = RESULTS) -> dict:
         if not match or not (folder / "result.json").is_file():
             continue
         seed, strategy, target = int(match.group(1)), match.group(2), float(match.group(3))
+        extension = match.group(4) is not None
         result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-        rows = result["rows"]
-        searched.setdefault((seed, strategy), []).append({**rows[0], "target": target})
-        for row in rows:
-            if row["kind"] == "baseline":
-                published.setdefault(row["network"], row)
-            if row.get("supernet_top1") is not None:
-                scored.setdefault(seed, {})[row["digest"]] = (row["supernet_top1"], row["top1"])
+        rows = {r["network"]: r for r in result["rows"]}
+        row = {**rows["searched"], "target": target}
+        key = (seed, strategy, target)
+        if key not in searched or len(row["top1_seeds"]) > len(searched[key]["top1_seeds"]):
+            searched[key] = row
+        for r in result["rows"]:
+            known = published.get(r["network"])
+            if r["kind"] == "baseline" and (known is None or len(r["top1_seeds"]) > len(known["top1_seeds"])):
+                published[r["network"]] = r
+            if r.get("supernet_top1") is not None:
+                scored.setdefault(seed, {})[r["digest"]] = (r["supernet_top1"], r["top1"])
         for test in result["summary"].get("vs_baselines", []):
-            tests.append({"comparison": folder.name, "seed": seed, "strategy": strategy, "target": target, **test})
-    return {"searched": searched, "published": published, "tests": tests, "scored": scored}
+            a, b = rows["searched"]["top1_seeds"], rows[test["network"]]["top1_seeds"]
+            level = SECOND_LOOK_LEVEL if extension else test["ci_level"]
+            judged = welch(a, b, level)["ci"] if extension else test["ci"]
+            tests.append(
+                {
+                    "comparison": folder.name,
+                    "seed": seed,
+                    "strategy": strategy,
+                    "target": target,
+                    **test,
+                    "searched_top1": rows["searched"]["top1"],
+                    "variant_top1": rows[test["network"]]["top1"],
+                    "seeds": (len(a), len(b)),
+                    "extension": extension,
+                    "judged_ci": judged,
+                    "judged_level": level,
+                }
+            )
+    families: dict[tuple[int, str], list[dict]] = {}
+    for (seed, strategy, _), row in sorted(searched.items()):
+        families.setdefault((seed, strategy), []).append(row)
+    return {"searched": families, "published": published, "tests": tests, "scored": scored}
+
+
+def seeds_to_extend(folder: Path) -> int:
+    """How many training seeds per network a first comparison of the study asks for before it is judged again
+    (0: none). Only a positive margin whose 95% interval still reaches zero is looked at again, with the seeds
+    that margin needs at the second look's level (``SECOND_LOOK_LEVEL``, given the two networks' pooled seed
+    noise), when that is more than it has and at most ``MOST_SEEDS``. Decided from the first look's data, hence
+    the stricter level of the second."""
+    from nas.studies.stats import pooled_std, seeds_to_resolve
+
+    result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+    rows = {r["network"]: r for r in result["rows"]}
+    (test,) = result["summary"]["vs_baselines"]
+    if test["ci"] is None or not (test["estimate"] > 0 and test["ci"][0] <= 0):
+        return 0
+    a, b = rows["searched"]["top1_seeds"], rows[test["network"]]["top1_seeds"]
+    needed = seeds_to_resolve(test["estimate"], pooled_std([a, b]), SECOND_LOOK_LEVEL)
+    return needed if needed is not None and len(a) < needed <= MOST_SEEDS else 0
 
 
 def draw(points: dict, path: Path = PICTURE) -> None:
@@ -112,14 +164,20 @@ def draw(points: dict, path: Path = PICTURE) -> None:
 
 
 def verdict(test: dict) -> str:
-    """Searched minus its variant in words: better or worse where the interval excludes zero."""
-    if test["ci"] is None:
+    """Searched minus its variant in words: better or worse where the interval it is judged by excludes zero
+    (an extension's is its second look's, ``judged_ci``)."""
+    ci = test.get("judged_ci", test["ci"])
+    if ci is None:
         return "not judged (one seed)"
-    if test["ci"][0] > 0:
-        return "**searched better**"
-    if test["ci"][1] < 0:
-        return "**variant better**"
-    return "not told apart"
+    words = "not told apart"
+    if ci[0] > 0:
+        words = "**searched better**"
+    elif ci[1] < 0:
+        words = "**variant better**"
+    if test.get("extension"):
+        level = f"{100 * test['judged_level']:g}%"
+        words += f" ({level} interval {100 * ci[0]:+.2f} to {100 * ci[1]:+.2f}, a second look)"
+    return words
 
 
 def page(points: dict, results: Path = RESULTS) -> str:
@@ -140,17 +198,20 @@ def page(points: dict, results: Path = RESULTS) -> str:
         "searched minus variant (points) | 95% CI (Welch) | seeds | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    rows = {(t["seed"], t["strategy"], t["target"]): t for t in points["tests"]}
-    searched = {(seed, strategy, r["target"]): r for (seed, strategy), rs in points["searched"].items() for r in rs}
-    for key in sorted(rows, key=lambda k: (k[2], k[0], k[1])):
-        t, r = rows[key], searched[key]
-        variant = points["published"][t["network"]]
+    for t in sorted(points["tests"], key=lambda t: (t["target"], t["seed"], t["strategy"], t["seeds"])):
         ci = "-" if t["ci"] is None else f"{100 * t['ci'][0]:+.2f} to {100 * t['ci'][1]:+.2f}"
+        seeds = f"{t['seeds'][0]}" if t["seeds"][0] == t["seeds"][1] else f"{t['seeds'][0]} and {t['seeds'][1]}"
         lines.append(
-            f"| {key[0]} | {key[1]} | {key[2]:g} | {100 * r['top1']:.2f} | {t['network']} | "
-            f"{100 * variant['top1']:.2f} | {100 * t['estimate']:+.2f} | {ci} | {len(r['top1_seeds'])} | "
-            f"{verdict(t)} |"
+            f"| {t['seed']} | {t['strategy']} | {t['target']:g} | {100 * t['searched_top1']:.2f} | {t['network']} | "
+            f"{100 * t['variant_top1']:.2f} | {100 * t['estimate']:+.2f} | {ci} | {seeds} | {verdict(t)} |"
         )
+    lines += [
+        "",
+        "Seeds: a comparison whose margin is positive but whose 95% interval still reaches zero is trained again,",
+        f"searched network and variant only, with the seeds per network its margin needs (at most {MOST_SEEDS}; the",
+        "first 3 seeds' trainings reused): a second look at the same question, decided after the first, so it is",
+        f"judged at {100 * SECOND_LOOK_LEVEL:g}% (half the error rate per look: at most 5% over both).",
+    ]
     families = sorted(results.glob("family-v2-main-32px-seed*"))
     if families:
         lines += [
@@ -251,7 +312,13 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed page differs")
+    parser.add_argument(
+        "--seeds-to-extend", metavar="COMPARISON", help="print how many seeds the comparison asks for (0: none)"
+    )
     args = parser.parse_args(argv)
+    if args.seeds_to_extend:
+        print(seeds_to_extend(Path(args.seeds_to_extend)))
+        return 0
     points = study_points()
     if not points["searched"]:
         print("no committed comparison of the study yet", file=sys.stderr)
