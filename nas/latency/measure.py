@@ -506,7 +506,7 @@ def fit_calibration(sums: np.ndarray, end_to_end: np.ndarray) -> tuple[float, fl
 
     When the networks timed end to end do not follow their block sums (on a space whose networks differ
     by little, timing noise can time the largest below the smallest), the non-negative two-term fit puts
-    the scale at 0 and would price every network alike, the search then has nothing to choose by, and a
+    the scale at 0 and would price every network alike: a search would have nothing to choose by, and a
     recalibration could not recover the block timings. The scale alone is fitted then (offset 0), which
     keeps the blocks' order, and ``fit`` says so."""
     scale, offset = relative_nnls(np.stack([sums, np.ones_like(sums)], axis=1), end_to_end)

@@ -62,12 +62,10 @@ def study_points(results: Path = RESULTS) -> dict:
         rows = {r["network"]: r for r in result["rows"]}
         row = {**rows["searched"], "target": target}
         key = (seed, strategy, target)
-        if key not in searched or len(row["top1_seeds"]) > len(searched[key]["top1_seeds"]):
-            searched[key] = row
+        searched[key] = _most_seeds(searched.get(key), row)
         for r in result["rows"]:
-            known = published.get(r["network"])
-            if r["kind"] == "baseline" and (known is None or len(r["top1_seeds"]) > len(known["top1_seeds"])):
-                published[r["network"]] = r
+            if r["kind"] == "baseline":
+                published[r["network"]] = _most_seeds(published.get(r["network"]), r)
             if r.get("supernet_top1") is not None:
                 scored.setdefault(seed, {})[r["digest"]] = (r["supernet_top1"], r["top1"])
         for test in result["summary"].get("vs_baselines", []):
@@ -93,6 +91,11 @@ def study_points(results: Path = RESULTS) -> dict:
     for (seed, strategy, _), row in sorted(searched.items()):
         families.setdefault((seed, strategy), []).append(row)
     return {"searched": families, "published": published, "tests": tests, "scored": scored}
+
+
+def _most_seeds(known: dict | None, row: dict) -> dict:
+    """Of two comparisons' rows of one network, the one trained with more seeds (``known`` on a tie)."""
+    return row if known is None or len(row["top1_seeds"]) > len(known["top1_seeds"]) else known
 
 
 def seeds_to_extend(folder: Path) -> int:
@@ -166,7 +169,7 @@ def draw(points: dict, path: Path = PICTURE) -> None:
 def verdict(test: dict) -> str:
     """Searched minus its variant in words: better or worse where the interval it is judged by excludes zero
     (an extension's is its second look's, ``judged_ci``)."""
-    ci = test.get("judged_ci", test["ci"])
+    ci = test["judged_ci"]
     if ci is None:
         return "not judged (one seed)"
     words = "not told apart"
@@ -174,7 +177,7 @@ def verdict(test: dict) -> str:
         words = "**searched better**"
     elif ci[1] < 0:
         words = "**variant better**"
-    if test.get("extension"):
+    if test["extension"]:
         level = f"{100 * test['judged_level']:g}%"
         words += f" ({level} interval {100 * ci[0]:+.2f} to {100 * ci[1]:+.2f}, a second look)"
     return words
