@@ -147,7 +147,7 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
         "--bn-calib-batches",
         "1",
         "--max-steps",
-        "20",
+        "40",
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     # the uninterrupted run, beside the killed ones
@@ -156,7 +156,10 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
     )
     b = tmp_path / "b"
     killed_at = []
-    for kill_after in (4, 9, 14):  # SIGKILL once the checkpoint passes each of these steps
+    # SIGKILL once the checkpoint passes each of these steps; the last leaves 18 steps to go, because on a loaded
+    # machine the poll below has been seen to lag the run by two checkpoints (6 steps) and a run that finishes
+    # before its kill tests nothing
+    for kill_after in (4, 13, 22):
         resume = ["--resume"] if (b / "checkpoint.pt").exists() else []
         proc = subprocess.Popen(
             cli(*args, "--run", str(b), *resume), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -167,7 +170,7 @@ def test_killed_three_times_then_resumed_matches_an_uninterrupted_run(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         killed_at.append(_step(b))
-    assert killed_at == sorted(killed_at) and 0 < killed_at[0] and killed_at[-1] < 20, killed_at
+    assert killed_at == sorted(killed_at) and 0 < killed_at[0] and killed_at[-1] < 40, killed_at
     subprocess.run(cli(*args, "--run", str(b), "--resume"), check=True, env=env, capture_output=True, timeout=600)
     assert uninterrupted.wait(timeout=600) == 0
     a_weights, b_weights = _final_weights(tmp_path / "a"), _final_weights(b)
