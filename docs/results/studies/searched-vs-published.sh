@@ -25,6 +25,8 @@
 # apart from zero is then trained again with the seeds its margin needs (searched and variant only, judged at
 # 97.5%: see the loop's comment). Every step is resumable: a finished one (result.json) is
 # skipped, an interrupted one continues with --resume. Each run folder records its wall time (wall.json).
+# A step still training when a session ends is kept for the next machine (runs/ is not kept): its finished
+# trainings are committed with `bash -c 'source docs/results/studies/step.sh; keep_unfinished runs/NAME'`.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 DATA=${DATA:-../shared/data/cifar10}
