@@ -237,8 +237,8 @@ def test_the_hand_written_figures_are_what_the_committed_files_say():
         margin = f"{100 * test['estimate']:+.2f} {above}"
         assert f"latency {test['strategy']}'s network is {margin}" in front, test["comparison"]
     at_s1 = [t for t in study if t["network"].endswith("_s1")]
-    assert at_s1 and all(t["judged_ci"][0] <= 0 <= t["judged_ci"][1] for t in at_s1)
-    assert "at S1's the two are not told apart" in front
+    told_apart_at_s1 = [t for t in at_s1 if not t["judged_ci"][0] <= 0 <= t["judged_ci"][1]]
+    assert at_s1 and ("at S1's the two are not told apart" in front) == (not told_apart_at_s1)
     # The caption says what is still training: S2's budget until a comparison there is committed.
     at_s2 = [t for r in published.values() for t in r["summary"]["vs_baselines"] if t["network"].endswith("_s2")]
     assert ("S2's budget and a second supernet seed are still training" in front) == (not at_s2)
