@@ -20,13 +20,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # The decode check's manifests (nas.data.check) go to a folder of this session, not ~/.cache.
 os.environ.setdefault("NAS_DATA_CACHE", tempfile.mkdtemp(prefix="nas-data-check-"))
 # Latency tables are read from (and a predicted one missing at a size is built into) a copy of the shipped
-# ones, so that no test writes into the checkout.
-if "NAS_LATENCY_DIR" not in os.environ:
+# ones, so that no test writes into the checkout: one copy per xdist worker (a worker inherits the
+# controller's environment), so that a table one worker's test writes (the tutorial's `nas build-table`)
+# never replaces the one a run in the other worker has recorded and resumes against.
+_TABLES_OWNER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if "NAS_LATENCY_DIR" not in os.environ or os.environ.get("NAS_TEST_TABLES_OWNER", _TABLES_OWNER) != _TABLES_OWNER:
     os.environ["NAS_LATENCY_DIR"] = str(
         shutil.copytree(
             Path(__file__).resolve().parents[1] / "latency_tables", Path(tempfile.mkdtemp(prefix="nas-tables-")) / "t"
         )
     )
+    os.environ["NAS_TEST_TABLES_OWNER"] = _TABLES_OWNER
 
 #: Three classes of real photographs, cut from the two pictures scikit-learn ships (no download):
 #: class -> (picture, region (left, top, right, bottom) the crops come from).
