@@ -157,6 +157,76 @@ def test_rank_check_on_a_tiny_supernet(tiny_supernet, tmp_path, capsys, monkeypa
     assert "not a finished ranking study" in capsys.readouterr().err
 
 
+def test_the_networks_comparisons_trained_are_ranked_by_another_supernet(
+    tiny_supernet, tiny_search, tiny_comparison, tmp_path, capsys
+):
+    """--scratch-from comparisons: every distinct network they trained (once, from the comparison that trained it
+    with the most seeds), their recorded top-1 as the ground truth, nothing trained, and the supernet that scored
+    them there as one more ranking, paired with the one scored now: how a supernet trained longer is checked."""
+    from helpers import compare_argv
+
+    # A second comparison of the same search: the same two random networks (reused, not trained again) and two
+    # named members of the space as baselines.
+    second = tmp_path / "second"
+    named = ["--baseline", "efficientformerv2_tiny_min", "efficientformerv2_tiny_max"]
+    assert main([*compare_argv(tiny_search, second), *named, "--reuse-trainings", str(tiny_comparison)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "rank"
+    argv = ["rank-check", "--supernet", str(tiny_supernet), "--bn-calib-batches", "1", "--json"]
+    assert main([*argv, "--scratch-from", str(tiny_comparison), str(second), "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    compared = {
+        r["digest"]: r
+        for folder in (second, tiny_comparison)  # the first comparison's rows win a tie, as the study's
+        for r in json.loads((folder / "result.json").read_text())["rows"]
+    }
+    rows = result["rows"]
+    assert len(rows) == len(compared) == 5 and not (out / "runs").exists()
+    assert [r["network"] for r in rows] == [
+        f"{tiny_comparison.name}/searched",
+        f"{tiny_comparison.name}/random-0",
+        f"{tiny_comparison.name}/random-1",
+        "efficientformerv2_tiny_min",
+        "efficientformerv2_tiny_max",
+    ]
+    for row in rows:
+        assert row["scratch_top1"] == compared[row["digest"]]["top1"]
+        assert row["recorded_supernet_top1"] == compared[row["digest"]]["supernet_top1"]
+        # the same supernet, scored as the comparisons scored it: the same top-1
+        assert row["supernet_top1"] == pytest.approx(row["recorded_supernet_top1"], abs=1e-9)
+    recorded = result["rankings"]["recorded supernet"]
+    assert recorded["kendall_tau"] == result["rankings"]["supernet"]["kendall_tau"]
+    assert recorded["supernet_minus_tau"]["difference"] == pytest.approx(0.0)
+    plan = json.loads((out / "plan.json").read_text())["config"]
+    assert plan["compared_from"] == [str(tiny_comparison), str(second)] and plan["scratch_from"] == ""
+    assert (
+        plan["n"] == 5
+        and plan["recipe_name"] == json.loads((second / "plan.json").read_text())["config"]["recipe_name"]
+    )
+    assert f"as recorded by 2 comparisons ({tiny_comparison}, {second})" in result["sources"]["from scratch"]
+    assert "| recorded supernet |" in (out / "rank.md").read_text()
+    assert "recorded_supernet_top1" in (out / "rank.csv").read_text().splitlines()[0]
+
+    # A comparison trained another way (another seed), a folder that is no finished comparison, or a ranking
+    # study beside comparisons: one line, nothing written.
+    other = tmp_path / "other-seed"
+    shutil.copytree(tiny_comparison, other)
+    plan_path = other / "plan.json"
+    saved = json.loads(plan_path.read_text())
+    saved["config"]["seed"] = 1
+    plan_path.write_text(json.dumps(saved))
+    for sources, message in [
+        ([tiny_comparison, other], f"--scratch-from {other}: its seed differs from"),
+        ([tiny_comparison, tmp_path / "nothing"], "not a finished comparison"),
+        ([out, tiny_comparison], "takes one ranking study, or one or more comparisons"),
+    ]:
+        refused = tmp_path / "refused"
+        assert main([*argv, "--scratch-from", *map(str, sources), "--out", str(refused)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+        assert not refused.exists()
+
+
 def test_rank_check_bad_input(tiny_supernet, tmp_path, capsys):
     assert main(["rank-check", "--supernet", str(tiny_supernet), "-n", "3", "--out", str(tmp_path / "r")]) == 2
     assert "-n must be at least 4" in capsys.readouterr().err

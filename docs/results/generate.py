@@ -197,8 +197,9 @@ def rank_checks() -> list[dict]:
     runs = []
     for folder in _folders("rank-check-"):
         plan, result = _json(folder / "plan.json")["config"], _json(folder / "result.json")
-        argv = ["nas", "rank-check", "--supernet", plan["supernet"], "-n", plan["n"]]
-        argv += recipe_args(plan["recipe"], plan.get("recipe_name") or None)
+        argv = ["nas", "rank-check", "--supernet", plan["supernet"]]
+        if not plan.get("compared_from"):  # a study of comparisons' networks takes their number and recipe
+            argv += ["-n", plan["n"], *recipe_args(plan["recipe"], plan.get("recipe_name") or None)]
         if plan.get("full_n"):
             argv += [*recipe_args(plan["full_recipe"], option="--full-recipe"), "--full-n", plan["full_n"]]
         argv += ["--data", plan["data"], "--device", plan["device"]] if plan.get("device") else ["--data", plan["data"]]
@@ -206,6 +207,7 @@ def rank_checks() -> list[dict]:
         if plan["bn_calib_batches"] != plan["recipe"]["bn_calib_batches"]:
             argv += ["--bn-calib-batches", plan["bn_calib_batches"]]
         argv += ["--scratch-from", plan["scratch_from"]] if plan.get("scratch_from") else []
+        argv += ["--scratch-from", *plan["compared_from"]] if plan.get("compared_from") else []
         argv += ["--out", f"runs/{folder.name}", "--seed", plan["seed"]]
         others = {k: v for k, v in result["rankings"].items() if k != "supernet"}
         best = max(others, key=lambda k: -2 if others[k]["kendall_tau"] is None else others[k]["kendall_tau"])

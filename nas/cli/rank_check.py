@@ -37,9 +37,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--scratch-from",
         metavar="STUDY",
+        nargs="+",
         help="reuse the from-scratch results of this finished study (same networks, recipes, data and "
         "seed; read from its plan.json and result.json) and score only --supernet: a supernet variant "
-        "against the same ground truth",
+        "against the same ground truth; or of one or more finished comparisons (`nas compare` folders): "
+        "every network they trained, with their recipe and seeds (-n and --recipe are theirs), and the "
+        "supernet that scored them there as one more ranking",
     )
     add_study_args(p, "study")
     p.set_defaults(handler=run)

@@ -171,6 +171,7 @@ class RankCheckRunConfig:
     full_n: int = 0
     recipe_name: str = setting("", free=True)
     scratch_from: str = ""  # an earlier study whose from-scratch trainings this one reuses
+    compared_from: tuple[str, ...] = ()  # or the comparisons (`nas compare`) whose trained networks it ranks
 
 
 RUN_CONFIGS = {

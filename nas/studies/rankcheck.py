@@ -20,6 +20,7 @@ One output folder: ``plan.json`` (the networks, fixed before any training), ``ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from nas.core.space import SearchSpace
 from nas.latency import LatencyTable
 from nas.metrics import count_macs
 from nas.runs.checkpoint import file_digest
-from nas.runs.config import RankCheckRunConfig, run_config_from
+from nas.runs.config import CompareRunConfig, RankCheckRunConfig, run_config_from
 from nas.runs.folder import PLAN, RANKING, RunFolder
 from nas.runs.provenance import RunClock
 from nas.runs.writers import write_csv, write_json
@@ -71,7 +72,8 @@ class RankCheckRequest:
     full_recipe: Recipe | None = None  # a longer recipe to check the short one on ``full_n`` networks
     full_n: int = 0
     bn_calib_batches: int | None = None  # the supernet's BatchNorm calibration (None: its recipe's)
-    scratch_from: str | Path | None = None  # reuse this finished study's from-scratch results
+    # reuse the from-scratch results of this finished ranking study, or of these finished comparisons
+    scratch_from: str | Path | tuple[str | Path, ...] | None = None
     pool: TrainingPool = TrainingPool()  # where the networks train
     resume: bool = False
     max_steps: int | None = None  # stop every training after this many steps (smoke runs)
@@ -99,18 +101,45 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
     from-scratch trainings are reused and only the supernet is scored, so supernet variants (another
     training recipe, another BatchNorm calibration) are ranked against one ground truth at the cost
     of their own scoring."""
+    sources = _scratch_sources(request.scratch_from)
+    compared = read_compared(sources) if sources and _plan_command(sources[0]) == "compare" else None
+    if compared is not None:  # the comparisons' networks, trained with their recipe and seeds: nothing to train
+        request = dataclasses.replace(
+            request,
+            n=len(compared.archs),
+            recipe=compared.recipe,
+            recipe_name=compared.recipe_name,
+            seed=compared.seed,
+            data=compared.data if request.data is None else request.data,
+            full_recipe=None,
+            full_n=0,
+            max_steps=compared.max_steps,
+        )
+    elif len(sources) > 1:
+        raise NasError("--scratch-from takes one ranking study, or one or more comparisons (`nas compare` folders)")
     n, full_n = request.n, request.full_n
     if n < 4:
         raise NasError(f"-n must be at least 4 for a ranking, got {n}")
     if not 0 <= full_n <= n or (full_n and request.full_recipe is None):
         raise NasError(f"--full-n must be between 0 and -n ({n}) and needs --full-recipe, got {full_n}")
     folder = RunFolder(request.out, RANKING)  # opened once: _prepare reads the size a resumed study recorded
-    prepared = _prepare(request, folder)
+    prepared = _prepare(request, folder, sources if compared is not None else ())
     config = prepared.config
-    scratch_from = Path(request.scratch_from) if request.scratch_from else None
-    reused = _reused_networks(scratch_from, config) if scratch_from else None
     # Read before any folder is made: a study that cannot be reused leaves nothing behind.
-    recorded = _recorded_trainings(scratch_from, reused, spread_indices(n, full_n)) if reused is not None else None
+    if compared is not None:
+        if compared.data_fingerprint != config.data_fingerprint:
+            raise NasError(
+                f"--scratch-from {sources[0]}: its networks trained on other images (data fingerprint "
+                f"{compared.data_fingerprint}, here {config.data_fingerprint}); pass the --data they trained on"
+            )
+        reused = compared.archs
+        recorded = Recorded(compared.top1, [], compared.source, compared.names, compared.supernet_scores)
+    elif sources:
+        reused = _reused_networks(sources[0], config)
+        short, full, source = _recorded_trainings(sources[0], reused, spread_indices(n, full_n))
+        recorded = Recorded(short, full, source)
+    else:
+        reused = recorded = None
     saved = folder.check(config, request.resume)
     if saved is not None:
         try:
@@ -127,8 +156,9 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
         return _study(request, prepared, folder, archs, recorded)
 
 
-def _prepare(request: RankCheckRequest, folder: RunFolder) -> PreparedRankCheck:
-    """Read and check the supernet run, the data and the table; the study's config."""
+def _prepare(request: RankCheckRequest, folder: RunFolder, compared_from: tuple[Path, ...]) -> PreparedRankCheck:
+    """Read and check the supernet run, the data and the table; the study's config (``compared_from``: the
+    comparisons whose networks it ranks)."""
     supernet = SupernetRun.read(request.supernet)
     spec, space = supernet.eval_spec(request.bn_calib_batches), supernet.space
     data = spec.data if request.data is None else request.data
@@ -164,9 +194,129 @@ def _prepare(request: RankCheckRequest, folder: RunFolder) -> PreparedRankCheck:
         full_recipe=request.full_recipe,
         full_n=request.full_n,
         recipe_name=request.recipe_name,
-        scratch_from=str(request.scratch_from or ""),
+        scratch_from="" if compared_from else str(next(iter(_scratch_sources(request.scratch_from)), "")),
+        compared_from=tuple(str(p) for p in compared_from),
     )
     return PreparedRankCheck(config, space, spec, context, num_classes, table, cost)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """From-scratch results a study reuses instead of training: each network's top-1 (``short``; ``full``: the
+    longer recipe's, of the checked ones) and where they come from; from comparisons also the networks' names and,
+    where one supernet scored them all there, its recorded scores and which supernet that was."""
+
+    short: list[dict]
+    full: list[dict]
+    source: str
+    names: tuple[str, ...] = ()
+    supernet: tuple[list[float], str] | None = None
+
+
+@dataclass(frozen=True)
+class ComparedNetworks:
+    """The distinct networks that finished comparisons trained, as a ranking study's ground truth."""
+
+    archs: list[ArchConfig]
+    names: tuple[str, ...]
+    top1: list[dict]  # {"top1": mean over the network's training seeds}
+    source: str
+    recipe: Recipe
+    recipe_name: str
+    seed: int
+    data: str | None
+    data_fingerprint: str
+    max_steps: int | None
+    supernet_scores: tuple[list[float], str] | None  # (scores, which supernet) where one supernet scored every one
+
+
+def _scratch_sources(scratch_from: str | Path | tuple | list | None) -> tuple[Path, ...]:
+    """``scratch_from`` as a tuple of folders (one, several or none)."""
+    if scratch_from is None or scratch_from == "":
+        return ()
+    if isinstance(scratch_from, str | Path):
+        return (Path(scratch_from),)
+    return tuple(Path(p) for p in scratch_from)
+
+
+def _plan_command(folder: Path) -> str | None:
+    """The ``command`` its ``plan.json`` records (``rank-check``, ``compare``...), or None without a readable one."""
+    try:
+        return json.loads((folder / PLAN).read_text(encoding="utf-8"))["config"]["command"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+#: What every comparison a ranking study reads must share: their trainings are one ground truth.
+COMPARED_KEYS = ("space", "recipe", "data_fingerprint", "seed", "max_steps")
+
+
+def read_compared(folders: tuple[Path, ...]) -> ComparedNetworks:
+    """Every distinct network (by digest) that the finished comparisons in ``folders`` trained (searched, named
+    baselines and random), with its recorded top-1: where a network was trained in several, the comparison that
+    trained it with the most seeds (the first of a tie). Its supernet scores are kept where one supernet (one
+    digest) scored every network. A folder that is not a finished comparison, or comparisons trained another way
+    (another space, recipe, data or seed), is one :class:`NasError`."""
+    configs, results = [], []
+    for folder in folders:
+        if _plan_command(folder) != "compare" or not (folder / "result.json").is_file():
+            raise NasError(
+                f"--scratch-from {folder}: not a finished comparison (plan.json of `nas compare` and result.json); "
+                "--scratch-from takes one ranking study, or one or more comparisons"
+            )
+        plan_path = folder / PLAN
+        configs.append(
+            run_config_from(json.loads(plan_path.read_text(encoding="utf-8"))["config"], plan_path, CompareRunConfig)
+        )
+        results.append(read_finished_result(folder, "comparison")[1])
+    first = configs[0]
+    for folder, config in zip(folders[1:], configs[1:]):
+        for key in COMPARED_KEYS:
+            if getattr(config, key) != getattr(first, key):
+                raise NasError(
+                    f"--scratch-from {folder}: its {key} differs from {folders[0]}'s; the comparisons a ranking "
+                    "study reads must have trained their networks the same way"
+                )
+    kept: dict[str, tuple[str, dict]] = {}  # digest -> (name, row)
+    scores: dict[str, dict[str, float]] = {}  # digest -> {supernet digest: its score}
+    scorers: dict[str, str] = {}  # supernet digest -> the run folder the comparison named
+    try:
+        for folder, config, result in zip(folders, configs, results):
+            for row in result["rows"]:
+                digest = row["digest"]
+                name = row["network"] if row["kind"] == "baseline" else f"{folder.name}/{row['network']}"
+                if digest not in kept or len(row["top1_seeds"]) > len(kept[digest][1]["top1_seeds"]):
+                    kept[digest] = (name, row)
+                if row.get("supernet_top1") is not None and config.supernet_digest:
+                    scores.setdefault(digest, {})[config.supernet_digest] = float(row["supernet_top1"])
+                    scorers[config.supernet_digest] = str(config.supernet)
+        archs = [ArchConfig.from_dict(row["arch"]) for _, row in kept.values()]
+        top1 = [{"top1": float(row["top1"])} for _, row in kept.values()]
+        accuracy = results[0]["sources"]["accuracy"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise NasError(f"--scratch-from {folders[0]}: result.json is not a comparison's result ({error!r})") from None
+    by = {d for per in scores.values() for d in per}
+    supernet_scores = None
+    if len(by) == 1 and set(scores) == set(kept):
+        (digest,) = by
+        supernet_scores = ([scores[d][digest] for d in kept], f"{scorers[digest]} (digest {digest})")
+    source = (
+        f"{accuracy}; as recorded by {len(folders)} comparison{'s' if len(folders) > 1 else ''} "
+        f"({', '.join(str(f) for f in folders)}), each network's mean from the one that trained it with the most seeds"
+    )
+    return ComparedNetworks(
+        archs=archs,
+        names=tuple(name for name, _ in kept.values()),
+        top1=top1,
+        source=source,
+        recipe=first.recipe,
+        recipe_name=first.recipe_name,
+        seed=first.seed,
+        data=first.data,
+        data_fingerprint=first.data_fingerprint,
+        max_steps=first.max_steps,
+        supernet_scores=supernet_scores,
+    )
 
 
 #: What must match for a study's from-scratch trainings to stand for another's (``scratch_from``).
@@ -218,21 +368,26 @@ def _study(
     prepared: PreparedRankCheck,
     folder: RunFolder,
     archs: list[ArchConfig],
-    recorded: tuple[list, list, str] | None,
+    recorded: Recorded | None,
 ) -> dict[str, Any]:
-    """The study itself; ``recorded`` is a reused study's from-scratch results, which it does not train."""
+    """The study itself; ``recorded`` is a reused study's (or comparisons') from-scratch results, which it does not
+    train."""
     config, out = prepared.config, folder.path
     clock = folder.clock(request.resume)
-    names = [f"net-{i:02d}" for i in range(len(archs))]
+    names = list(recorded.names) if recorded and recorded.names else [f"net-{i:02d}" for i in range(len(archs))]
     checked = spread_indices(len(archs), config.full_n)
     if recorded is not None:
-        short, full, scratch_source = recorded
+        short, full, scratch_source = recorded.short, recorded.full, recorded.source
     else:
         short, full = _train(request, prepared, out, names, archs, checked, clock)
         scratch_source = _scratch_source(config, short[0])
     supernet = supernet_accuracies(prepared.spec, prepared.context, archs, out)
     proxies = zero_cost_proxies(archs, config.recipe, config.data, config.seed, prepared.num_classes, out)
     rows = _rows(names, archs, short, supernet, proxies, prepared.cost, config.img_size, prepared.num_classes)
+    if recorded is not None and recorded.supernet is not None:
+        scores, scored_by = recorded.supernet
+        for row, score in zip(rows, scores, strict=True):
+            row["recorded_supernet_top1"] = score
     truth = [r["scratch_top1"] for r in rows]
     result: dict[str, Any] = {
         "space": prepared.space.name,
@@ -253,6 +408,11 @@ def _study(
         "from scratch": scratch_source,
         "supernet": f"top-1 with the weights of {config.supernet}, BatchNorm recalibrated "
         f"({config.bn_calib_batches} batches), on its search split",
+        **(
+            {"recorded supernet": f"top-1 with the weights of {scored_by}, as the comparisons recorded it"}
+            if recorded is not None and recorded.supernet is not None
+            else {}
+        ),
         "proxies": f"params, MACs exact at {config.img_size}x{config.img_size}; latency from the table named in the "
         "config; SynFlow (log10) and the gradient norm of one batch of training images at a seeded initialisation",
         "resolution": input_size_words(config.img_size, config.recipe.img_size),
@@ -340,6 +500,9 @@ def rankers(rows: list[dict]) -> dict[str, list[float]]:
     }
     if rows[0]["latency_ms"] is not None:
         rankers["latency"] = [r["latency_ms"] for r in rows]
+    if all(r.get("recorded_supernet_top1") is not None for r in rows):
+        # the supernet that scored the comparisons a study ranks (another training of it, say): paired with this one
+        rankers["recorded supernet"] = [r["recorded_supernet_top1"] for r in rows]
     return rankers
 
 
@@ -348,6 +511,7 @@ CSV_FIELDS = (
     "scratch_top1",
     "full_top1",
     "supernet_top1",
+    "recorded_supernet_top1",
     "params",
     "macs",
     "latency_ms",
@@ -436,6 +600,7 @@ def ranking_lines(result: dict) -> list[str]:
 
 def to_markdown(result: dict) -> str:
     """``rank.md``: every ranking against the from-scratch one, then one row per network."""
+    recorded = "recorded supernet" in result["rankings"]
     lines = [
         f"# Ranking study of supernet `{result['supernet']}` ({result['space']}, {result['n']} networks)",
         "",
@@ -443,13 +608,16 @@ def to_markdown(result: dict) -> str:
         "",
         *ranking_lines(result),
         "",
-        "| network | from scratch (%) | supernet (%) | params (M) | MACs (M) | latency (ms) | SynFlow | grad norm |",
-        "|---|---|---|---|---|---|---|---|",
+        "| network | from scratch (%) | supernet (%) |"
+        + (" recorded supernet (%) |" if recorded else "")
+        + " params (M) | MACs (M) | latency (ms) | SynFlow | grad norm |",
+        "|---|---|---|" + ("---|" if recorded else "") + "---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lat = "-" if r["latency_ms"] is None else f"{r['latency_ms']:.3f}"
+        then = f" {100 * r['recorded_supernet_top1']:.2f} |" if recorded else ""
         lines.append(
-            f"| {r['network']} | {100 * r['scratch_top1']:.2f} | {100 * r['supernet_top1']:.2f} | "
+            f"| {r['network']} | {100 * r['scratch_top1']:.2f} | {100 * r['supernet_top1']:.2f} |{then} "
             f"{r['params'] / 1e6:.3f} | {r['macs'] / 1e6:.1f} | {lat} | {r['synflow']:.2f} | "
             f"{r['grad_norm']:.3g} |"
         )
