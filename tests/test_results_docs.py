@@ -508,7 +508,16 @@ def test_the_searched_vs_published_page_and_picture_are_what_the_committed_compa
     for m in margins:
         assert (m["gap"] < m["told_apart_above"]) == m["within_noise"], m
     for seed, pooled in figure.pooled_ranking(points).items():
-        assert f"| {seed} | {pooled['networks']} | {pooled['tau']:.2f} |" in page
+        assert f"| {figure.supernet_words(seed)} | {pooled['networks']} | {pooled['tau']:.2f} |" in page
+    # A supernet trained longer ranks the same networks as its seed's comparisons' supernet: the scores it is paired
+    # with are those comparisons' own (the same tau as the pooled one), and the page gives both and their difference.
+    longer = figure.longer_rankings()
+    assert longer, "longer-supernet.sh's ranking of seed 0's networks is committed"
+    pooled = figure.pooled_ranking(points)
+    for r in longer:
+        arm = pooled[r["seed"].partition("-e")[0]]
+        assert r["networks"] == arm["networks"] and abs(r["recorded_tau"] - arm["tau"]) < 1e-9
+        assert f"| {r['networks']} | {r['tau']:.2f} (" in page and f"| {r['difference']:+.2f} (" in page
     readme = (ROOT / "README.md").read_text(encoding="utf-8")  # issue 59: the front page's picture
     assert "](docs/results/studies/searched-vs-published.png)" in readme
 
@@ -528,7 +537,8 @@ def test_a_comparison_short_of_seeds_is_looked_at_again_at_the_stricter_level(tm
     needed = figure.seeds_to_extend(tmp_path / first)
     assert needed == 6 and needed > test["seeds_needed"]  # 5 at 95%, 6 at the second look's 97.5%
     # Every first comparison of seed 0 stays as it is: negative margins, or +0.32 needing far more than 6 seeds.
-    assert all(figure.seeds_to_extend(f) == 0 for f in RESULTS.glob("published-v2-main-32px-seed0-*-[0-9.]*"))
+    seed0 = [f for f in RESULTS.iterdir() if (m := figure.STUDY.match(f.name)) and m[1] == "0" and m[4] is None]
+    assert len(seed0) == 6 and all(figure.seeds_to_extend(f) == 0 for f in seed0)
 
     # An extension whose 95% interval clears zero but whose 97.5% one does not is not called better.
     rows = {r["network"]: r for r in result["rows"]}
@@ -566,8 +576,8 @@ def test_the_study_is_read_against_its_target_per_seed_and_strategy(tmp_path):
     figure = _generator(RESULTS / "studies" / "searched_vs_published_figure.py")
     committed = {(r["seed"], r["strategy"]): r for r in figure.against_target(figure.study_points())}
     # Supernet seed 0: both strategies trail a variant by the mean somewhere (S1's budget), so both miss.
-    assert committed[(0, "evolution")]["reading"] == committed[(0, "greedy")]["reading"] == "missed"
-    assert committed[(0, "evolution")]["clear"] == 1 and committed[(0, "greedy")]["clear"] == 0
+    assert committed[("0", "evolution")]["reading"] == committed[("0", "greedy")]["reading"] == "missed"
+    assert committed[("0", "evolution")]["clear"] == 1 and committed[("0", "greedy")]["clear"] == 0
 
     def comparison(name: str, searched: list[float], variant: list[float], network: str, level: float = 0.95):
         rows = {"searched": {"network": "searched", "kind": "searched", "top1_seeds": searched}}
@@ -628,15 +638,15 @@ def test_the_faqs_first_answer_states_every_committed_comparison_of_the_publishe
             assert figure in first, f"{folder.name}: {figure} not in the FAQ's first answer"
     # Why the margins are small with supernet seed 0: its picks' margins over the runner-up, the noise, the ranking.
     study = _generator(RESULTS / "studies" / "searched_vs_published_figure.py")
-    seed0 = [m for m in study.pick_margins(sorted(RESULTS.glob("family-v2-main-32px-seed0-*"))) if m["seed"] == 0]
+    seed0 = [m for m in study.pick_margins(sorted(RESULTS.glob("family-v2-main-32px-seed0-*"))) if m["seed"] == "0"]
     assert len(seed0) == 6 and all(m["within_noise"] for m in seed0)
     gaps, needed = [100 * m["gap"] for m in seed0], [100 * m["told_apart_above"] for m in seed0]
     spans = f"({min(gaps):.2f} to {max(gaps):.2f} points, against {min(needed):.2f} to {max(needed):.2f} needed)"
     assert spans in first
-    pooled = study.pooled_ranking(study.study_points())[0]
+    pooled = study.pooled_ranking(study.study_points())["0"]
     assert f"over the {pooled['networks']} networks its comparisons trained" in first
     assert f"with Kendall's tau {pooled['tau']:.2f}" in first
-    seed1 = study.pooled_ranking(study.study_points()).get(1)
+    seed1 = study.pooled_ranking(study.study_points()).get("1")
     assert seed1, "the second supernet's comparisons are committed"
     # The front page names the cause where seed 0 misses the target: its supernet's ranking, against seed 1's.
     front = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())

@@ -197,21 +197,19 @@ def rank_checks() -> list[dict]:
     runs = []
     for folder in _folders("rank-check-"):
         plan, result = _json(folder / "plan.json")["config"], _json(folder / "result.json")
-        argv = ["nas", "rank-check", "--supernet", plan["supernet"]]
-        if not plan.get("compared_from"):  # a study of comparisons' networks takes their number and recipe
-            argv += ["-n", plan["n"], *recipe_args(plan["recipe"], plan.get("recipe_name") or None)]
+        own = ["-n", plan["n"], *recipe_args(plan["recipe"], plan.get("recipe_name") or None)]
+        argv = ["nas", "rank-check", "--supernet", plan["supernet"], *([] if plan.get("compared_from") else own)]
         if plan.get("full_n"):
             argv += [*recipe_args(plan["full_recipe"], option="--full-recipe"), "--full-n", plan["full_n"]]
         argv += ["--data", plan["data"], "--device", plan["device"]] if plan.get("device") else ["--data", plan["data"]]
         argv += ["--price-size", plan["img_size"]] if plan.get("img_size") else []
         if plan["bn_calib_batches"] != plan["recipe"]["bn_calib_batches"]:
             argv += ["--bn-calib-batches", plan["bn_calib_batches"]]
-        argv += ["--scratch-from", plan["scratch_from"]] if plan.get("scratch_from") else []
-        argv += ["--scratch-from", *plan["compared_from"]] if plan.get("compared_from") else []
-        argv += ["--out", f"runs/{folder.name}", "--seed", plan["seed"]]
-        others = {k: v for k, v in result["rankings"].items() if k != "supernet"}
+        reused = [plan["scratch_from"]] if plan.get("scratch_from") else plan.get("compared_from", [])  # or theirs
+        argv += ["--out", f"runs/{folder.name}", "--seed", plan["seed"], *(["--scratch-from", *reused] * bool(reused))]
+        others = {k: v for k, v in result["rankings"].items() if k not in ("supernet", "recorded supernet")}  # free
         best = max(others, key=lambda k: -2 if others[k]["kendall_tau"] is None else others[k]["kendall_tau"])
-        runs.append({"name": folder.name, "plan": plan, "result": result, "supernet": result["rankings"]["supernet"]})
+        runs.append({"name": folder.name, "plan": plan, "result": result, **result["rankings"]})
         runs[-1].update(best=best, paired=others[best]["supernet_minus_tau"], command=checked(argv))
     return runs
 

@@ -22,7 +22,7 @@ EPOCHS=${EPOCHS:-2}
 source docs/results/studies/step.sh
 
 supernet=runs/cifar10-v2-main-32px-seed$SEED-e$EPOCHS
-ranking=runs/rank-v2-main-32px-seed$SEED-e$EPOCHS
+ranking=runs/rank-check-v2-main-32px-seed$SEED-e$EPOCHS
 step "$supernet" nas train-supernet efficientformerv2 --recipe cifar10-cpu --data "$DATA" \
     --epochs "$EPOCHS" --warmup-epochs 0.2 --seed "$SEED" --run "$supernet"
 # The networks every committed comparison of this supernet seed trained, scored as its searches scored them

@@ -10,6 +10,11 @@
 #   bash docs/results/studies/searched-vs-published.sh             # every step, resumable
 #   SEEDS=1 bash docs/results/studies/searched-vs-published.sh     # one supernet seed's steps
 #   STAGE=searches bash docs/results/studies/searched-vs-published.sh   # supernets and family searches only
+#   SEEDS=0 EPOCHS=2 bash docs/results/studies/searched-vs-published.sh  # seed 0's supernet trained 2 epochs
+#
+# EPOCHS (default 1) is how long each supernet trains; a supernet trained longer is another arm of the study,
+# its folders named with -eN after the seed (cifar10-v2-main-32px-seed0-e2, published-v2-main-32px-seed0-e2-...):
+# where a supernet's ranking is the weak link (issue 59), longer-supernet.sh measures it first.
 #
 # A step whose folder is committed under docs/results/ (the same name) is done: later sessions, whose runs/ is
 # empty, take the committed family searches and reuse the committed comparisons' trainings (their recorded top-1).
@@ -31,6 +36,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 DATA=${DATA:-../shared/data/cifar10}
 SEEDS=${SEEDS:-0 1}
+EPOCHS=${EPOCHS:-1}
+tag=""; [ "$EPOCHS" = 1 ] || tag=-e$EPOCHS  # the 1-epoch arm keeps its committed names
 STAGE=${STAGE:-all}
 TARGETS=(1.084 1.2 1.591)
 ORDER=${ORDER:-1.2 1.084 1.591}  # the comparisons' order: S1's budget first (the committed random networks)
@@ -46,15 +53,15 @@ done_in_results() {  # done_in_results RUN_FOLDER: its committed copy under docs
 # The comparisons every later one may reuse trainings from: those committed, then those run here.
 mapfile -t compared < <(find docs/results -maxdepth 1 -name 'published-v2-main-32px-seed*' -type d | sort)
 for seed in $SEEDS; do
-    supernet=runs/cifar10-v2-main-32px-seed$seed
-    greedy=runs/family-v2-main-32px-seed$seed-greedy
-    evolution=runs/family-v2-main-32px-seed$seed-evolution
+    supernet=runs/cifar10-v2-main-32px-seed$seed$tag
+    greedy=runs/family-v2-main-32px-seed$seed$tag-greedy
+    evolution=runs/family-v2-main-32px-seed$seed$tag-evolution
     if done_in_results "$greedy" && done_in_results "$evolution"; then
         echo "done (committed): $greedy, $evolution"
         greedy=docs/results/${greedy#runs/}; evolution=docs/results/${evolution#runs/}
     else
         step "$supernet" nas train-supernet efficientformerv2 --recipe cifar10-cpu --data "$DATA" \
-            --epochs 1 --warmup-epochs 0.2 --seed "$seed" --run "$supernet"
+            --epochs "$EPOCHS" --warmup-epochs 0.2 --seed "$seed" --run "$supernet"
         step "$greedy" nas search --supernet "$supernet" "${budget[@]}" --target "${TARGETS[@]}" --img-size 224 \
             --strategy greedy --search-images 1000 --bn-calib-batches 2 --run "$greedy" --seed 0
         include="[$(printf "$greedy@%s," "${TARGETS[@]}")efficientformerv2_s0,efficientformerv2_s1,efficientformerv2_s2]"
@@ -68,7 +75,7 @@ for seed in $SEEDS; do
         random=(--random 0)
         [ "$target" = 1.2 ] && random=(--random-from "docs/results/compare-v2-main-32px-seed$seed-lat224")
         for family in "$greedy" "$evolution"; do
-            out=runs/published-v2-main-32px-seed$seed-${family##*-}-$target
+            out=runs/published-v2-main-32px-seed$seed$tag-${family##*-}-$target
             if done_in_results "$out"; then echo "done (committed): $out"; continue; fi
             reuse=(); [ ${#compared[@]} -gt 0 ] && reuse=(--reuse-trainings "${compared[@]}")
             step "$out" nas compare --searched "$family@$target" --baseline "${VARIANT[$target]}" "${random[@]}" \
@@ -83,7 +90,7 @@ for seed in $SEEDS; do
     # first 3 seeds' trainings reused (searched_vs_published_figure.py: seeds_to_extend).
     for target in $ORDER; do
         for family in "$greedy" "$evolution"; do
-            first=published-v2-main-32px-seed$seed-${family##*-}-$target
+            first=published-v2-main-32px-seed$seed$tag-${family##*-}-$target
             source=runs/$first; done_in_results "$source" && source=docs/results/$first
             [ -f "$source/result.json" ] || continue
             seeds=$(python docs/results/studies/searched_vs_published_figure.py --seeds-to-extend "$source")

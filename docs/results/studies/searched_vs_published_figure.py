@@ -19,7 +19,9 @@ PICTURE = Path(__file__).with_name("searched-vs-published.png")
 PAGE = Path(__file__).with_name("searched-vs-published.md")
 # The study's comparisons: one per supernet seed, strategy and budget (the target, in ms), and where the margin
 # asked for more training seeds, its extension to that many seeds (``-seedsN``: searched network and variant only).
-STUDY = re.compile(r"published-v2-main-32px-seed(\d+)-(greedy|evolution)-([0-9.]+)(?:-seeds(\d+))?$")
+# A supernet is named by its seed, and by ``-eN`` where it trained N epochs instead of 1 (``0-e2``: another arm).
+STUDY = re.compile(r"published-v2-main-32px-seed(\d+(?:-e\d+)?)-(greedy|evolution)-([0-9.]+)(?:-seeds(\d+))?$")
+FAMILY = re.compile(r"seed(\d+(?:-e\d+)?)-(greedy|evolution)$")
 # An extension is a second look at a comparison's data: each look is judged at half the error rate (Bonferroni
 # over two looks), so that choosing to look again cannot raise the chance of a false "better" above 5%.
 SECOND_LOOK_LEVEL = 0.975
@@ -28,6 +30,12 @@ MOST_SEEDS = 6
 STRATEGIES = {"greedy": ("tab:orange", "s"), "evolution": ("tab:blue", "o")}
 # The study's budgets (ms) and the variant each one is the predicted latency of (searched-vs-published.sh).
 BUDGETS = {1.084: "S0", 1.2: "S1", 1.591: "S2"}
+
+
+def supernet_words(seed: str) -> str:
+    """A supernet's name in a table: its seed, and how long it trained where that was not 1 epoch (``0-e2``)."""
+    number, _, epochs = seed.partition("-e")
+    return f"{number} ({epochs} epochs)" if epochs else number
 
 
 def interval(seeds: list[float]) -> tuple[float, float]:
@@ -58,7 +66,7 @@ def study_points(results: Path = RESULTS) -> dict:
         match = STUDY.match(folder.name)
         if not match or not (folder / "result.json").is_file():
             continue
-        seed, strategy, target = int(match.group(1)), match.group(2), float(match.group(3))
+        seed, strategy, target = match.group(1), match.group(2), float(match.group(3))
         extension = match.group(4) is not None
         result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
         rows = {r["network"]: r for r in result["rows"]}
@@ -152,11 +160,11 @@ def draw(points: dict, path: Path = PICTURE) -> None:
             [r["latency_ms"] for r in rows],
             [100 * r["top1"] for r in rows],
             yerr=[interval(r["top1_seeds"]) for r in rows],
-            fmt=marker + ("-" if seed == 0 else "--"),
+            fmt=marker + ("-" if seed == "0" else "--"),
             color=colour,
-            alpha=1.0 if seed == 0 else 0.6,
+            alpha=1.0 if seed == "0" else 0.6,
             capsize=3,
-            label=f"searched, {strategy}, supernet seed {seed}",
+            label=f"searched, {strategy}, supernet seed {supernet_words(seed)}",
         )
     ax.set_xlabel("predicted iPhone 12 latency at 224 px (ms; a cost model, 80% intervals in each compare.md)")
     ax.set_ylabel("top-1 on CIFAR-10 at 32 px (%), trained from scratch,\nmean and 95% interval over seeds")
@@ -207,7 +215,8 @@ def page(points: dict, results: Path = RESULTS) -> str:
         ci = "-" if t["ci"] is None else f"{100 * t['ci'][0]:+.2f} to {100 * t['ci'][1]:+.2f}"
         seeds = f"{t['seeds'][0]}" if t["seeds"][0] == t["seeds"][1] else f"{t['seeds'][0]} and {t['seeds'][1]}"
         lines.append(
-            f"| {t['seed']} | {t['strategy']} | {t['target']:g} | {100 * t['searched_top1']:.2f} | {t['network']} | "
+            f"| {supernet_words(t['seed'])} | {t['strategy']} | {t['target']:g} | {100 * t['searched_top1']:.2f} | "
+            f"{t['network']} | "
             f"{100 * t['variant_top1']:.2f} | {100 * t['estimate']:+.2f} | {ci} | {seeds} | {verdict(t)} |"
         )
     lines += [
@@ -231,6 +240,7 @@ def page(points: dict, results: Path = RESULTS) -> str:
             seconds = sum(s["seconds"] for s in wall["sessions"])
             lines.append(f"| {folder.name} | {result['strategy']} | {result['evaluations']} | {per} | {seconds:.0f} |")
         lines += supernet_view(families, points)
+        lines += longer_view(results)
     lines += target_view(points, results)
     return "\n".join(lines) + "\n"
 
@@ -298,7 +308,8 @@ def target_view(points: dict, results: Path = RESULTS) -> list[str]:
                 margin += f" ({test['seeds'][0]} seeds)"
             cells.append(margin + (", more seeds training" if c["second_look_to_come"] else ""))
         lines.append(
-            f"| {row['seed']} | {row['strategy']} | {' | '.join(cells)} | {row['above']} of {len(BUDGETS)} | "
+            f"| {supernet_words(row['seed'])} | {row['strategy']} | {' | '.join(cells)} | "
+            f"{row['above']} of {len(BUDGETS)} | "
             f"{row['clear']} of {len(BUDGETS)} | {row['reading']} |"
         )
     return lines
@@ -312,14 +323,14 @@ def pick_margins(families: list[Path]) -> list[dict]:
 
     margins = []
     for folder in families:
-        seed, strategy = re.search(r"seed(\d+)-(\w+)$", folder.name).groups()
+        seed, strategy = FAMILY.search(folder.name).groups()
         for target in sorted((folder / "targets").iterdir(), key=lambda t: float(t.name)):
             result = json.loads((target / "result.json").read_text(encoding="utf-8"))
             scores = sorted((f["final_accuracy"] for f in result["finalists"]), reverse=True)
             told = separable_gap(result["final_noise"]["sd"], result["final_noise"]["draws"])
             margins.append(
                 {
-                    "seed": int(seed),
+                    "seed": seed,
                     "strategy": strategy,
                     "target": float(target.name),
                     "finalists": len(scores),
@@ -363,7 +374,7 @@ def supernet_view(families: list[Path], points: dict) -> list[str]:
         gap = "-" if m["gap"] is None else f"{100 * m['gap']:.2f}"
         told = f"{100 * m['told_apart_above']:.2f}"
         lines.append(
-            f"| {m['seed']} | {m['strategy']} | {m['target']:g} | {m['finalists']} | {gap} | {told} | "
+            f"| {supernet_words(m['seed'])} | {m['strategy']} | {m['target']:g} | {m['finalists']} | {gap} | {told} | "
             f"{'yes' if m['within_noise'] else 'no'} |"
         )
     lines += [
@@ -376,7 +387,57 @@ def supernet_view(families: list[Path], points: dict) -> list[str]:
         "|---|---|---|---|",
     ]
     for seed, r in pooled_ranking(points).items():
-        lines.append(f"| {seed} | {r['networks']} | {r['tau']:.2f} | {r['p']:.3f} |")
+        lines.append(f"| {supernet_words(seed)} | {r['networks']} | {r['tau']:.2f} | {r['p']:.3f} |")
+    return lines
+
+
+def longer_rankings(results: Path = RESULTS) -> list[dict]:
+    """The ranking studies of a supernet trained longer (``longer-supernet.sh``): per study the supernet, how many of
+    the networks its seed's comparisons trained it ranked, its tau and the recorded (1-epoch) supernet's, and the
+    paired difference of the two with its interval."""
+    studies = []
+    for folder in sorted(results.glob("rank-check-v2-main-32px-seed*-e*")):
+        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        now, then = result["rankings"]["supernet"], result["rankings"]["recorded supernet"]
+        seed = re.search(r"seed(\d+-e\d+)$", folder.name).group(1)
+        studies.append(
+            {
+                "study": folder.name,
+                "seed": seed,
+                "networks": result["n"],
+                "tau": now["kendall_tau"],
+                "tau_ci": now["kendall_tau_ci"],
+                "recorded_tau": then["kendall_tau"],
+                "difference": then["supernet_minus_tau"]["difference"],
+                "difference_ci": then["supernet_minus_tau"]["ci"],
+            }
+        )
+    return studies
+
+
+def longer_view(results: Path = RESULTS) -> list[str]:
+    """Where a supernet was trained longer: its ranking of the same networks against the 1-epoch one's."""
+    studies = longer_rankings(results)
+    if not studies:
+        return []
+    lines = [
+        "",
+        "Trained longer (`longer-supernet.sh`): the same supernet (recipe, data, seed) trained for more epochs, its",
+        "ranking of the networks its seed's comparisons trained against the 1-epoch supernet's recorded scores of",
+        "the same networks (`nas rank-check --scratch-from` the comparisons: nothing trained again), with the",
+        "paired interval of the difference:",
+        "",
+        "| supernet seed | networks | Kendall's tau (95% CI) | 1 epoch's tau | longer minus 1 epoch (paired 95% CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in studies:
+        ci, dci = r["tau_ci"], r["difference_ci"]
+        tau = f"{r['tau']:.2f}" + ("" if ci is None else f" ({ci[0]:+.2f} to {ci[1]:+.2f})")
+        diff = f"{r['difference']:+.2f}" + ("" if dci is None else f" ({dci[0]:+.2f} to {dci[1]:+.2f})")
+        lines.append(
+            f"| [{supernet_words(r['seed'])}](../{r['study']}/rank.md) | {r['networks']} | {tau} | "
+            f"{r['recorded_tau']:.2f} | {diff} |"
+        )
     return lines
 
 
