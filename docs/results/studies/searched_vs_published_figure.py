@@ -28,6 +28,7 @@ SECOND_LOOK_LEVEL = 0.975
 # The most training seeds per network an extension may ask for (a comparison needing more is left as it is).
 MOST_SEEDS = 6
 STRATEGIES = {"greedy": ("tab:orange", "s"), "evolution": ("tab:blue", "o")}
+LINES = {"0": "-", "1": "--"}  # per supernet seed
 # The study's budgets (ms) and the variant each one is the predicted latency of (searched-vs-published.sh).
 BUDGETS = {1.084: "S0", 1.2: "S1", 1.591: "S2"}
 
@@ -160,9 +161,10 @@ def draw(points: dict, path: Path = PICTURE) -> None:
             [r["latency_ms"] for r in rows],
             [100 * r["top1"] for r in rows],
             yerr=[interval(r["top1_seeds"]) for r in rows],
-            fmt=marker + ("-" if seed == "0" else "--"),
+            fmt=marker + LINES.get(seed, ":"),  # another arm (a supernet trained longer): dotted
             color=colour,
-            alpha=1.0 if seed == "0" else 0.6,
+            alpha=0.6 if seed == "1" else 1.0,
+            mfc="white" if "-e" in seed else colour,
             capsize=3,
             label=f"searched, {strategy}, supernet seed {supernet_words(seed)}",
         )
