@@ -123,7 +123,7 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
     if not 0 <= full_n <= n or (full_n and request.full_recipe is None):
         raise NasError(f"--full-n must be between 0 and -n ({n}) and needs --full-recipe, got {full_n}")
     folder = RunFolder(request.out, RANKING)  # opened once: _prepare reads the size a resumed study recorded
-    prepared = _prepare(request, folder, sources if compared is not None else ())
+    prepared = _prepare(request, folder, sources, compared is not None)
     config = prepared.config
     # Read before any folder is made: a study that cannot be reused leaves nothing behind.
     if compared is not None:
@@ -156,9 +156,11 @@ def rank_check(request: RankCheckRequest) -> dict[str, Any]:
         return _study(request, prepared, folder, archs, recorded)
 
 
-def _prepare(request: RankCheckRequest, folder: RunFolder, compared_from: tuple[Path, ...]) -> PreparedRankCheck:
-    """Read and check the supernet run, the data and the table; the study's config (``compared_from``: the
-    comparisons whose networks it ranks)."""
+def _prepare(
+    request: RankCheckRequest, folder: RunFolder, sources: tuple[Path, ...], compared: bool
+) -> PreparedRankCheck:
+    """Read and check the supernet run, the data and the table; the study's config (``sources``: the ranking study,
+    or with ``compared`` the comparisons, whose trainings it reuses)."""
     supernet = SupernetRun.read(request.supernet)
     spec, space = supernet.eval_spec(request.bn_calib_batches), supernet.space
     data = spec.data if request.data is None else request.data
@@ -194,8 +196,8 @@ def _prepare(request: RankCheckRequest, folder: RunFolder, compared_from: tuple[
         full_recipe=request.full_recipe,
         full_n=request.full_n,
         recipe_name=request.recipe_name,
-        scratch_from="" if compared_from else str(next(iter(_scratch_sources(request.scratch_from)), "")),
-        compared_from=tuple(str(p) for p in compared_from),
+        scratch_from=str(sources[0]) if sources and not compared else "",
+        compared_from=tuple(str(p) for p in sources) if compared else (),
     )
     return PreparedRankCheck(config, space, spec, context, num_classes, table, cost)
 
