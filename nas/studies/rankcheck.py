@@ -241,12 +241,18 @@ def _scratch_sources(scratch_from: str | Path | tuple | list | None) -> tuple[Pa
     return tuple(Path(p) for p in scratch_from)
 
 
-def _plan_command(folder: Path) -> str | None:
-    """The ``command`` its ``plan.json`` records (``rank-check``, ``compare``...), or None without a readable one."""
+def _plan_config(folder: Path) -> dict | None:
+    """The run config its ``plan.json`` records, or None without a readable one."""
     try:
-        return json.loads((folder / PLAN).read_text(encoding="utf-8"))["config"]["command"]
+        config = json.loads((folder / PLAN).read_text(encoding="utf-8"))["config"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return config if isinstance(config, dict) else None
+
+
+def _plan_command(folder: Path) -> str | None:
+    """The ``command`` its ``plan.json`` records (``rank-check``, ``compare``...), or None without a readable one."""
+    return (_plan_config(folder) or {}).get("command")
 
 
 #: What every comparison a ranking study reads must share: their trainings are one ground truth.
@@ -261,15 +267,13 @@ def read_compared(folders: tuple[Path, ...]) -> ComparedNetworks:
     (another space, recipe, data or seed), is one :class:`NasError`."""
     configs, results = [], []
     for folder in folders:
-        if _plan_command(folder) != "compare" or not (folder / "result.json").is_file():
+        plan = _plan_config(folder)
+        if plan is None or plan.get("command") != "compare" or not (folder / "result.json").is_file():
             raise NasError(
                 f"--scratch-from {folder}: not a finished comparison (plan.json of `nas compare` and result.json); "
                 "--scratch-from takes one ranking study, or one or more comparisons"
             )
-        plan_path = folder / PLAN
-        configs.append(
-            run_config_from(json.loads(plan_path.read_text(encoding="utf-8"))["config"], plan_path, CompareRunConfig)
-        )
+        configs.append(run_config_from(plan, folder / PLAN, CompareRunConfig))
         results.append(read_finished_result(folder, "comparison")[1])
     first = configs[0]
     for folder, config in zip(folders[1:], configs[1:]):
